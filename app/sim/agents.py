@@ -2,10 +2,10 @@
 the epilogue and the SMEM writer threads, each a list of PTX- or CUTLASS-level lines.
 
 The programs follow CUTLASS's `PipelineTmaAsync` (`producer_acquire`, `consumer_wait`,
-`consumer_release`, `PipelineState`) and the PTX spellings of the operations they issue. A bug toggle
-changes the program itself (a line disappears, or an operand is wrong), so the UI shows students the
-very code that fails. Each line has a `kind` that the machine dispatches on; the loop body runs once
-per tile and ends with an `advance` line (`++pipe_state`) that moves to the next tile.
+`consumer_release`, `PipelineState`) and the PTX spellings of the operations they issue. A bug
+toggle changes the program itself (a line disappears, or an operand is wrong), so the UI shows
+students the very code that fails. Each line has a `kind` that the machine dispatches on; the loop
+body runs once per tile and ends with an `advance` line (`++pipe_state`): next tile.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ ADVANCE_TEXT_NO_TOGGLE = "++pipe_state;  // BUG: index wraps but phase is never 
 
 
 def _advance(forget_toggle: bool) -> Instr:
-    return Instr("advance", "++pipe_state", ADVANCE_TEXT_NO_TOGGLE if forget_toggle else ADVANCE_TEXT)
+    text = ADVANCE_TEXT_NO_TOGGLE if forget_toggle else ADVANCE_TEXT
+    return Instr("advance", "++pipe_state", text)
 
 
 def producer_program(cfg: PipelineConfig) -> tuple[Instr, ...]:

@@ -49,7 +49,8 @@ class Mbarrier:
         return self.phase & 1
 
     def freeze(self) -> tuple[int, int, int, int, bool]:
-        return (self.phase, self.pending_arrivals, self.expected_arrivals, self.tx_count, self.valid)
+        return (self.phase, self.pending_arrivals, self.expected_arrivals, self.tx_count,
+                self.valid)
 
     @classmethod
     def thaw(cls, frozen: tuple[int, int, int, int, bool]) -> Mbarrier:

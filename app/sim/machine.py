@@ -1,5 +1,5 @@
-"""The whole pipeline machine: mbarriers, SMEM stage buffers, the TMA engine, the tensor core and the
-agents, stepped one move at a time.
+"""The whole pipeline machine: mbarriers, SMEM stage buffers, the TMA engine, the tensor core and
+the agents, stepped one move at a time.
 
 A *move* is one agent executing its current line, the TMA engine landing (or, for a store, reading)
 one chunk of one in-flight bulk copy, or the tensor core retiring the oldest queued MMA or
@@ -34,7 +34,7 @@ LOAD, STORE = 0, 1
 OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_AGENT, OP_GROUP, OP_FLAGGED = range(8)
 
 UB_KINDS = {"over_arrival", "tx_overflow", "tx_underflow"}
-"""Undefined-behaviour rules that are diagnostics of their own; the rest are `undefined_behavior`."""
+"""Undefined-behaviour rules that are diagnostics of their own; others: `undefined_behavior`."""
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = "running", "done", "deadlock", "undefined_behavior"
 
@@ -560,7 +560,7 @@ class Machine:
 
     def _tma_step(self, k: int, record: dict) -> None:
         op = self.tma[k]
-        stage, tile, c = op[OP_STAGE], op[OP_TILE], op[OP_NEXT]
+        stage, c = op[OP_STAGE], op[OP_NEXT]
         name = self.op_name(op)
         stage_name = self.stage_names[stage]
         record["agent"] = "tma"

@@ -21,12 +21,13 @@ ENGINE = "mbarrier-inspector 0.1.0"
 STEP_LIMIT = 1_000_000
 CHECKPOINT_EVERY = 256
 STEP_LIMIT_STATUS = "step_limit"
+ROUND_ROBIN = Schedule("round_robin")
 
 
 class Run:
     """One run of a pipeline under one schedule; grows by `extend()` or `append()`."""
 
-    def __init__(self, cfg: PipelineConfig, schedule: Schedule = Schedule(),
+    def __init__(self, cfg: PipelineConfig, schedule: Schedule = ROUND_ROBIN,
                  scenario: dict | None = None, step_limit: int = STEP_LIMIT):
         self.cfg = cfg
         self.schedule = schedule

@@ -1,0 +1,50 @@
+# make run: create .venv, install, serve on http://127.0.0.1:8000
+# make test: install the test extras (and Debian's chromium where missing), run every test
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint bench capture chromium install install-test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test chromium
+
+run: install
+	$(BIN)/mbarrier-inspector serve --host $(HOST) --port $(PORT)
+
+# Debian's Chromium drives the browser tests (Playwright's own browser download does not work here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null \
+	  || { echo "could not install chromium"; exit 1; }; }
+
+lint: install-test
+	$(BIN)/ruff check .
+
+test: install-test
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: install-test
+	$(BIN)/python bench/engine.py
+
+capture: install
+	$(BIN)/python -m app.capture.make_all
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache test-artifacts

@@ -1,0 +1,54 @@
+"""Whole traces as JSON (docs/trace-format.md), with `from`/`to` windows for long runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+
+from app.api.runs import parse_schedule, runs, scenario_or_404
+from app.core.config import settings
+from app.scenarios import PARAM_NAMES, ParamError
+
+router = APIRouter(prefix="/traces", tags=["traces"])
+
+QUERY_NAMES = set(PARAM_NAMES) | {"bugs", "schedule", "seed", "moves", "from", "to", "snapshots"}
+
+
+@router.get("/{scenario_id}")
+def get_trace(
+    scenario_id: str,
+    request: Request,
+    stages: int | None = None,
+    tiles: int | None = None,
+    tile_bytes: int | None = None,
+    chunk_bytes: int | None = None,
+    consumers: int | None = None,
+    bugs: Annotated[str, Query(max_length=400)] = "",
+    schedule: str = "round_robin",
+    seed: int | None = None,
+    moves: Annotated[str, Query(max_length=200_000)] = "",
+    first: Annotated[int, Query(alias="from", ge=0)] = 1,
+    last: Annotated[int | None, Query(alias="to", ge=0)] = None,
+    snapshots: bool = True,
+) -> dict:
+    """The trace of one run. Without `to`, as many steps as one response may hold."""
+    scenario = scenario_or_404(scenario_id)
+    for name in request.query_params:
+        if name not in QUERY_NAMES:
+            raise ParamError(name, f"unknown query parameter {name[:40]!r}; known: "
+                                   f"{', '.join(sorted(QUERY_NAMES))}")
+    params = {"stages": stages, "tiles": tiles, "tile_bytes": tile_bytes,
+              "chunk_bytes": chunk_bytes, "consumers": consumers}
+    run = runs.get(scenario, params, bugs, parse_schedule(schedule, seed, moves))
+    window = settings.max_window if snapshots else settings.max_window * 10
+    first = max(first, 1)
+    if last is None:
+        last = min(run.total_steps, first + window - 1)
+    if last < first - 1:
+        raise ParamError("to", f"to ({last}) is before from ({first})")
+    if last - first + 1 > window:
+        raise ParamError("to", f"a window holds at most {window} steps "
+                               f"({'with' if snapshots else 'without'} snapshots); "
+                               f"asked for {last - first + 1}")
+    return run.document(first, last, snapshots)
