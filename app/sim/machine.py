@@ -368,16 +368,33 @@ class Machine:
                 agents=[agent], barrier=name,
             ))
 
+    def _phases_needed(self, a: int) -> int | None:
+        """Completed phases the barrier an agent waits on must show for the wait to be right.
+
+        This is the ground truth the parity only approximates: tile i's use of a full barrier is
+        its (i / S + 1)-th completion; the producer's wait for tile i needs i / S completions of
+        the empty barrier (none for the first S tiles); the epilogue needs one.
+        """
+        regs = self.regs[a]
+        program = self.agents[a].program
+        if regs[PC] >= len(program):
+            return None
+        kind = program[regs[PC]].kind
+        if kind == "wait_full":
+            return regs[COUNT] // self.n_stages + 1
+        if kind == "wait_empty":
+            return regs[COUNT] // self.n_stages
+        if kind == "wait_accum":
+            return 1
+        return None
+
     def _op_wait_full(self, a, regs, record) -> None:
-        count = regs[COUNT]
-        needed = count // self.n_stages + 1
-        self._op_wait(a, regs, record, "wait_full", needed, f"for tile {count}")
+        self._op_wait(a, regs, record, "wait_full", self._phases_needed(a),
+                      f"for tile {regs[COUNT]}")
 
     def _op_wait_empty(self, a, regs, record) -> None:
-        count = regs[COUNT]
-        needed = count // self.n_stages
-        self._op_wait(a, regs, record, "wait_empty", needed,
-                      f"before loading tile {count} into smem[{regs[INDEX]}]")
+        self._op_wait(a, regs, record, "wait_empty", self._phases_needed(a),
+                      f"before loading tile {regs[COUNT]} into smem[{regs[INDEX]}]")
 
     def _op_wait_accum(self, a, regs, record) -> None:
         self._op_wait(a, regs, record, "wait_accum", 1, "for the accumulator")
@@ -646,10 +663,15 @@ class Machine:
                 b = self.barrier_names.index(waiting["barrier"])
                 barrier = self.barriers[b]
                 first_barrier = first_barrier or waiting["barrier"]
-                blocked.append(
-                    f"{agent.name} waits on {waiting['barrier']} parity {waiting['parity']} "
-                    f"(its parity is {barrier.phase & 1}, {barrier.pending_arrivals} arrivals "
-                    f"and {barrier.tx_count} bytes pending)")
+                why = (f"its parity is {barrier.phase & 1}, {barrier.pending_arrivals} arrivals "
+                       f"and {barrier.tx_count} bytes pending")
+                needed = self._phases_needed(a)
+                if needed is not None and barrier.phase >= needed:
+                    why += (f"; the completion it needs already happened ({barrier.phase} phases "
+                            f"completed, {needed} needed), so parity {waiting['parity']} now "
+                            "names the current, unfinished phase")
+                blocked.append(f"{agent.name} waits on {waiting['barrier']} parity "
+                               f"{waiting['parity']} ({why})")
             else:
                 blocked.append(f"{agent.name} waits for its bulk stores")
         return Diagnostic.make(
