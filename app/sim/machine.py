@@ -444,8 +444,10 @@ class Machine:
             return
         others = sorted({t for t, _ in chunks if t != tile})
         if ok > 0 or others == [NO_TILE]:
+            old = [f"tile {t}" for t in others if t != NO_TILE]
+            rest = f"; the other chunks still hold {', '.join(old)}" if old else ""
             message = (f"{reader} read tile {tile} from {stage_name} with only {ok} of its {n} "
-                       f"chunks landed ({(n - ok) * self.cfg.chunk_bytes} bytes missing).")
+                       f"chunks landed ({(n - ok) * self.cfg.chunk_bytes} bytes missing{rest}).")
             record["diagnostics"].append(Diagnostic.make(
                 "partial_read", self.step_no, message, agents=agents, stage=stage_name))
             return
@@ -520,8 +522,11 @@ class Machine:
                 if agent.role != "writer" and not forget:
                     regs[PHASE] ^= 1
         record["operands"] = {"index": regs[INDEX], "phase": regs[PHASE], "count": regs[COUNT]}
+        if agent.role == "thread":
+            record["operands"] = {"phase": regs[PHASE], "i": regs[COUNT]}
         record["events"].append({"kind": "register", "agent": agent.name,
-                                 "name": "pipe_state", "value": dict(record["operands"])})
+                                 "name": "phase" if agent.role == "thread" else "pipe_state",
+                                 "value": dict(record["operands"])})
         if regs[COUNT] < cfg.tiles:
             regs[PC] = agent.loop_start
             return True
