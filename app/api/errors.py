@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app.scenarios import ParamError
@@ -16,7 +18,28 @@ def field_error(location: str, field: str, message: str, status: int = 422) -> J
     )
 
 
+MAX_ECHO = 200
+"""Longest `input` echoed back in a validation error; a 10,000-op body is not sent back whole."""
+
+
+def _name_the_field(error: dict) -> dict:
+    """Pydantic's tagged-union errors stop at the list item; name the tag field (`op`) too."""
+    error = dict(error)
+    if error.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+        tag = str(error.get("ctx", {}).get("discriminator", "")).strip("'")
+        if tag:
+            error["loc"] = [*error["loc"], tag]
+    if len(repr(error.get("input", ""))) > MAX_ECHO:
+        error.pop("input", None)
+    return error
+
+
 def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [_name_the_field(e) for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
+
     @app.exception_handler(ParamError)
     async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
         location = "body" if request.method in ("POST", "PUT") else "query"

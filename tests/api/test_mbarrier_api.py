@@ -1,0 +1,80 @@
+import pytest
+
+URL = "/api/v1/mbarrier/run"
+KEYS = {"op", "phase", "parity", "pending_arrivals", "expected_arrivals", "tx_count", "valid",
+        "phase_completed", "wait_complete", "undefined_behavior"}
+
+
+def run(client, ops):
+    return client.post(URL, json={"ops": ops})
+
+
+def test_semantics_example_one_state_per_op(client):
+    response = run(client, [
+        {"op": "init", "count": 2}, {"op": "arrive_expect_tx", "bytes": 4096},
+        {"op": "complete_tx", "bytes": 1024}, {"op": "test_wait_parity", "parity": 0},
+        {"op": "arrive"}, {"op": "complete_tx", "bytes": 3072},
+        {"op": "test_wait_parity", "parity": 0}, {"op": "try_wait_parity", "parity": 1},
+    ])
+    assert response.status_code == 200
+    states = response.json()["states"]
+    assert all(set(s) == KEYS for s in states)
+    assert [s["tx_count"] for s in states] == [0, 4096, 3072, 3072, 3072, 0, 0, 0]
+    assert [s["pending_arrivals"] for s in states] == [2, 1, 1, 1, 0, 2, 2, 2]
+    assert [s["phase_completed"] for s in states] == [False] * 5 + [True, False, False]
+    assert [s["wait_complete"] for s in states] == [None, None, None, False, None, None, True,
+                                                    False]
+    assert states[-1]["phase"] == 1 and states[-1]["parity"] == 1
+
+
+@pytest.mark.parametrize(("ops", "rule"), [
+    ([{"op": "arrive"}], "uninitialized"),
+    ([{"op": "init"}, {"op": "init"}], "reinit"),
+    ([{"op": "init", "count": 1}, {"op": "arrive", "count": 2}], "over_arrival"),
+    ([{"op": "init"}, {"op": "arrive_drop"}], "drop_to_zero"),
+    ([{"op": "init"}, {"op": "expect_tx", "bytes": 1048575}, {"op": "expect_tx", "bytes": 1}],
+     "tx_overflow"),
+    ([{"op": "init"}, {"op": "complete_tx", "bytes": 1048575},
+      {"op": "complete_tx", "bytes": 1}], "tx_underflow"),
+    ([{"op": "init"}, {"op": "inval"}, {"op": "test_wait_parity", "parity": 0}],
+     "uninitialized"),
+])
+def test_first_undefined_behaviour_is_the_last_entry(client, ops, rule):
+    states = run(client, ops + [{"op": "init"}, {"op": "arrive"}]).json()["states"]
+    assert len(states) == len(ops)
+    assert states[-1]["undefined_behavior"] == rule
+    assert all(s["undefined_behavior"] is None for s in states[:-1])
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"ops": [{"op": "jump"}]}, "op"),
+    ({"ops": [{"op": "arrive_expect_tx"}]}, "bytes"),
+    ({"ops": [{"op": "expect_tx", "bytes": -1}]}, "bytes"),
+    ({"ops": [{"op": "expect_tx", "bytes": 2**20}]}, "bytes"),
+    ({"ops": [{"op": "init", "count": 0}]}, "count"),
+    ({"ops": [{"op": "init", "count": 2**20}]}, "count"),
+    ({"ops": [{"op": "test_wait_parity", "parity": 2}]}, "parity"),
+    ({"ops": [{"op": "test_wait_parity"}]}, "parity"),
+    ({"ops": [{"op": "arrive", "count": "1"}]}, "count"),
+    ({"ops": [{"op": "arrive", "cnt": 1}]}, "cnt"),
+    ({"ops": "init"}, "ops"),
+    ({}, "ops"),
+])
+def test_malformed_requests_are_422_naming_the_field(client, body, field):
+    response = client.post(URL, json=body)
+    assert response.status_code == 422
+    locations = [e["loc"] for e in response.json()["detail"]]
+    assert any(field in loc for loc in locations), locations
+
+
+def test_too_many_ops(client):
+    response = run(client, [{"op": "init"}] + [{"op": "test_wait_parity", "parity": 0}] * 10_000)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][-1] == "ops"
+    assert run(client, [{"op": "init"}] + [{"op": "arrive"}, {"op": "arrive"}] * 4999
+               ).status_code == 200
+
+
+def test_not_json(client):
+    response = client.post(URL, content=b"{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 422

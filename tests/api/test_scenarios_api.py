@@ -1,0 +1,20 @@
+def test_catalogue_lists_the_built_ins_with_ranges_and_defaults(client):
+    response = client.get("/api/v1/scenarios")
+    assert response.status_code == 200
+    scenarios = {s["id"]: s for s in response.json()["scenarios"]}
+    assert list(scenarios)[:4] == ["single_barrier", "double_buffer_tma", "kloop_tma_mma",
+                                   "proxy_fence_store"]
+    ring = scenarios["double_buffer_tma"]
+    assert ring["parameters"]["stages"] == {"default": 2, "min": 1, "max": 16,
+                                            "doc": "shared-memory stages in the ring"}
+    assert ring["parameters"]["tiles"]["max"] == 100_000
+    assert ring["parameters"]["consumers"]["max"] == 4
+    assert "forget_phase_toggle" in ring["bugs"]
+    assert all(s["lesson"] for s in scenarios.values())
+
+
+def test_one_scenario_and_unknown_scenario(client):
+    assert client.get("/api/v1/scenarios/kloop_tma_mma").json()["gpu"] is False
+    response = client.get("/api/v1/scenarios/nope")
+    assert response.status_code == 404
+    assert "nope" in response.json()["detail"]
