@@ -58,11 +58,8 @@ def _subsystem_clis() -> list:
 
     found = []
     for name in ("app.check.cli", "app.capture.cli"):
-        try:
+        if _exists(name):
             found.append(importlib.import_module(name))
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
     return found
 
 
@@ -115,6 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         field = f"{err.field}: " if isinstance(err, ParamError) else ""
         parser.error(f"{field}{err}")
     return 2
+
+
+
+def _exists(module: str) -> bool:
+    """True when `module` is installed (its parent packages may be missing altogether)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 if __name__ == "__main__":

@@ -27,11 +27,8 @@ def _optional_routers() -> list:
 
     found = []
     for name in ("app.api.routes.sessions", "app.api.routes.check", "app.replay.routes"):
-        try:
+        if _exists(name):
             found.append(importlib.import_module(name))
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
     return found
 
 
@@ -54,3 +51,13 @@ def create_app() -> FastAPI:
 
 
 app = create_app()
+
+
+def _exists(module: str) -> bool:
+    """True when `module` is installed (its parent packages may be missing altogether)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
