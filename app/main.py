@@ -32,6 +32,16 @@ def _optional_routers() -> list:
     return found
 
 
+def _exists(module: str) -> bool:
+    """True when `module` is installed (its parent packages may be missing altogether)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def create_app() -> FastAPI:
     app = FastAPI(
         title="mbarrier-inspector",
@@ -51,13 +61,3 @@ def create_app() -> FastAPI:
 
 
 app = create_app()
-
-
-def _exists(module: str) -> bool:
-    """True when `module` is installed (its parent packages may be missing altogether)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
