@@ -58,30 +58,47 @@ def parse_schedule(kind: str | None, seed: int | str | None = None,
 
 
 class RunCache:
-    """Least-recently-used runs by their full key; thread-safe (handlers run in a thread pool)."""
+    """Least-recently-used runs by their full key; thread-safe (handlers run in a thread pool).
 
-    def __init__(self, size: int):
+    At most `builders` runs are simulated at once (a million-step run takes seconds of CPU), and
+    concurrent requests for the same run wait for one build instead of each starting their own.
+    """
+
+    def __init__(self, size: int, builders: int = 2):
         self.size = size
         self.runs: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
+        self.building: dict = {}
+        self.builders = threading.BoundedSemaphore(builders)
 
     def get(self, scenario: Scenario, params: dict, bugs, schedule: Schedule) -> Run:
         cfg = scenario.resolve(params, bugs)
         key = (scenario.id, cfg, schedule)
-        with self.lock:
-            run = self.runs.get(key)
-            if run is not None:
-                self.runs.move_to_end(key)
-                return run
+        while True:
+            with self.lock:
+                run = self.runs.get(key)
+                if run is not None:
+                    self.runs.move_to_end(key)
+                    return run
+                pending = self.building.get(key)
+                if pending is None:
+                    pending = self.building[key] = threading.Event()
+                    break
+            pending.wait()
         try:
-            run = Run.complete(cfg, schedule, scenario.describe(cfg))
+            with self.builders:
+                run = Run.complete(cfg, schedule, scenario.describe(cfg))
+            with self.lock:
+                self.runs[key] = run
+                while len(self.runs) > self.size:
+                    self.runs.popitem(last=False)
+            return run
         except MoveError as err:
             raise ParamError("moves", str(err)) from None
-        with self.lock:
-            self.runs[key] = run
-            while len(self.runs) > self.size:
-                self.runs.popitem(last=False)
-        return run
+        finally:
+            with self.lock:
+                del self.building[key]
+            pending.set()
 
 
 runs = RunCache(settings.run_cache_size)

@@ -16,8 +16,8 @@ class Settings:
     frame_ancestors: str = field(
         default_factory=lambda: os.environ.get("MBI_FRAME_ANCESTORS", "*"))
     """CSP `frame-ancestors` for pages: who may embed the inspector in an iframe."""
-    run_cache_size: int = field(default_factory=lambda: _int("MBI_RUN_CACHE", 16))
-    """Runs kept per process; each costs about 1 byte a step plus a checkpoint every 256 steps."""
+    run_cache_size: int = field(default_factory=lambda: _int("MBI_RUN_CACHE", 8))
+    """Runs kept per process: a million-step run holds 10-35 MB (choices and checkpoints)."""
     max_window: int = field(default_factory=lambda: _int("MBI_MAX_WINDOW", 2000))
     """Most steps one trace response holds with snapshots (ten times that without)."""
     max_sessions: int = field(default_factory=lambda: _int("MBI_MAX_SESSIONS", 2000))
