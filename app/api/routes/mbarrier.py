@@ -72,32 +72,24 @@ class RunResponse(BaseModel):
 
 
 def run_ops(ops: list) -> list[dict]:
-    """Apply `ops` to a fresh barrier; stop after the first undefined behaviour."""
+    """Apply `ops` to a fresh barrier; stop after the first undefined behaviour.
+
+    Each op name is the `Mbarrier` method of the same name, its operand the method's argument.
+    """
     barrier = Mbarrier()
     states = []
     for op in ops:
+        operands = [getattr(op, name) for name in ("count", "bytes", "parity") if hasattr(op, name)]
         completed, wait, rule = False, None, None
         try:
-            if op.op == "init":
-                barrier.init(op.count)
-            elif op.op == "arrive":
-                completed = barrier.arrive(op.count)
-            elif op.op == "arrive_drop":
-                completed = barrier.arrive_drop(op.count)
-            elif op.op == "expect_tx":
-                completed = barrier.expect_tx(op.bytes)
-            elif op.op == "arrive_expect_tx":
-                completed = barrier.arrive_expect_tx(op.bytes)
-            elif op.op == "complete_tx":
-                completed = barrier.complete_tx(op.bytes)
-            elif op.op == "test_wait_parity":
-                wait = barrier.test_wait_parity(op.parity)
-            elif op.op == "try_wait_parity":
-                wait = barrier.try_wait_parity(op.parity)
-            else:
-                barrier.inval()
+            result = getattr(barrier, op.op)(*operands)
         except UndefinedBehavior as ub:
             rule = ub.rule
+        else:
+            if op.op.endswith("wait_parity"):
+                wait = result
+            else:
+                completed = result
         states.append({"op": op.op, **barrier.as_dict(), "phase_completed": completed,
                        "wait_complete": wait, "undefined_behavior": rule})
         if rule:
