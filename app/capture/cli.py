@@ -34,7 +34,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="deadline of every bounded wait loop")
     p.add_argument("--raw", default="", help="also write the raw event log here")
     p.add_argument("--out", required=True, help="where to write the trace (or bandwidth) JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(run=run)
     return p
 
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)
     args = parser.parse_args(argv)
-    return args.func(args)
+    return args.run(args)
 
 
 if __name__ == "__main__":

@@ -828,23 +828,35 @@ class Decoder:
         self._attach_final(d, clock, {"kind": "trap", "error": error.get("name")})
 
     def _predict_trap(self) -> str:
-        """What the model says the agents' next operations would do (the likely trap)."""
+        """What the model says the producer's next operations would do (the likely trap).
+
+        Records are logged after the operations they follow, so the operation that trapped is
+        never in the log: walk the producer's program from its last logged line instead.
+        """
         producer = self.agents.get("producer") or self.agents.get("thread")
         if producer is None or producer.done:
             return ""
-        kind = producer.program[producer.pc][0] if producer.pc < len(producer.program) else None
+        kind = producer.program[producer.pc][0]
+        stage = producer.index if producer.role == "producer" else 0
+        tile = producer.count
+        if kind == "wait_empty":
+            empty = self.replay.barriers[len(self.stage_names) + stage]
+            if empty.parity == producer.phase:
+                return ""
+            kind = "arrive_expect_tx"
         if kind != "arrive_expect_tx":
             return ""
-        stage = producer.index if producer.role == "producer" else 0
-        b = stage
-        barrier = self.replay.barriers[b]
-        name = self.barrier_names[b]
-        tile = producer.count
+        barrier = self.replay.barriers[stage]
+        name = self.barrier_names[stage]
         if barrier.pending_arrivals < 1:
-            return (f" Its next operation, {producer.name}'s mbarrier.arrive.expect_tx on {name} "
-                    f"for tile {tile}, would be a second arrive in one phase: the model has "
-                    f"{name} with no arrivals pending and {barrier.tx_count} bytes still in "
-                    f"flight (over_arrival), which PTX leaves undefined and this GPU traps on.")
+            return (f" The model points at {producer.name}'s next operation: its wait on "
+                    f"empty_barrier[{stage}] passes at once, and mbarrier.arrive.expect_tx on "
+                    f"{name} for tile {tile} is then a second arrive in one phase: {name} has no "
+                    f"arrivals pending and {barrier.tx_count} bytes of the previous copy still "
+                    f"in flight (over_arrival), which PTX leaves undefined and this GPU traps on."
+                    if kind == "arrive_expect_tx" and producer.role == "producer" else
+                    f" The model points at {producer.name}'s next mbarrier.arrive.expect_tx on "
+                    f"{name} for tile {tile}: a second arrive in one phase (over_arrival).")
         return (f" {producer.name}'s next operation was mbarrier.arrive.expect_tx on {name} for "
                 f"tile {tile}; the model has {barrier.pending_arrivals} arrival pending and "
                 f"{barrier.tx_count} bytes in flight there, so the trap most likely came from "
@@ -899,7 +911,7 @@ class Decoder:
             ctas["ctas_with_wrong_reads"] = sum(
                 1 for cta in summary if any(a[1] for a in (cta[1:] if len(cta) > 1 else cta)))
         dst = raw.get("dst")
-        if dst:
+        if dst and self.scenario != "single_barrier":
             ctas["dst_tiles_wrong"] = dst.get("bad_tiles_all_ctas")
         first_ns = self.records[0].globaltimer if self.records else None
         last_ns = self.records[-1].globaltimer if self.records else None

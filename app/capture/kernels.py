@@ -353,17 +353,15 @@ extern "C" __global__ void single_barrier_kernel(
     u32 phase = 0, bad_tiles = 0, timed_out = 0, handled = 0;
     for (u32 i = 0; i < tiles; i++) {
         u32 gtile = blockIdx.x * tiles + i;
+        u32 bytes = announced_bytes(tile_bytes, chunk_bytes, flags);
+        u64 t_arrive = 0, t_load = 0, token = 0;
         if (lane == 0) {
-            u32 bytes = announced_bytes(tile_bytes, chunk_bytes, flags);
-            u64 t = clock_now();
-            u64 token = mbar_arrive_expect_tx(bar, bytes);
-            emit(l, t, OP_ARRIVE_EXPECT_TX, 0, 0, i, bytes, 0, token,
-                 mbar_pending_count(token), 0);
-            t = clock_now();
+            t_arrive = clock_now();
+            token = mbar_arrive_expect_tx(bar, bytes);
+            t_load = clock_now();
             const unsigned char* g = (const unsigned char*)src + (u64)gtile * tile_bytes;
             for (u32 c = 0; c < chunks; c++)
                 bulk_load(smem_u32(buf + c * chunk_bytes), g + c * chunk_bytes, chunk_bytes, bar);
-            emit(l, t, OP_TMA_LOAD, 0, 0, i, tile_bytes, chunks, 0, 0, 0);
         }
         __syncwarp();
         u64 t0 = clock_now();
@@ -371,11 +369,17 @@ extern "C" __global__ void single_barrier_kernel(
         u32 ok = bounded_wait(bar, phase, deadline, &tries);
         ok = __all_sync(FULL_MASK, ok);
         u64 t1 = clock_now();
-        if (lane == 0) emit(l, t1, OP_WAIT, 0, 0, i, phase, t0, 0, ok, tries);
+        Check c;
+        if (ok) c = verify_tile((const u32*)buf, gtile, words, chunk_words);
+        // Logged only now, so logging never stands between an operation and the next one.
+        if (lane == 0) {
+            emit(l, t_arrive, OP_ARRIVE_EXPECT_TX, 0, 0, i, bytes, 0, token,
+                 mbar_pending_count(token), 0);
+            emit(l, t_load, OP_TMA_LOAD, 0, 0, i, tile_bytes, chunks, 0, 0, 0);
+            emit(l, t1, OP_WAIT, 0, 0, i, phase, t0, 0, ok, tries);
+            if (ok) log_read(l, 0, 0, i, words, c, t1 + 1);
+        }
         if (!ok) { timed_out = 1; break; }
-        u64 t2 = clock_now();
-        Check c = verify_tile((const u32*)buf, gtile, words, chunk_words);
-        if (lane == 0) log_read(l, 0, 0, i, words, c, t2);
         if (c.bad) bad_tiles++;
         handled++;
         if (!(flags & BUG_FORGET_PHASE)) phase ^= 1;
@@ -419,26 +423,33 @@ extern "C" __global__ void tma_ring_kernel(
             u32 s = i % stages;
             u32 gtile = blockIdx.x * tiles + i;
             u32 full = smem_u32(&bars[s]), empty = smem_u32(&bars[8 + s]);
-            if (!(flags & BUG_SKIP_EMPTY_WAIT)) {
+            u64 t0 = 0, t1 = 0;
+            u32 parity = 0, tries = 0, waited = !(flags & BUG_SKIP_EMPTY_WAIT);
+            if (waited) {
                 // producer_acquire: make_producer_start_state() starts at phase 1.
-                u32 parity = (flags & BUG_FORGET_PRODUCER_PHASE) ? 1 : (((i / stages) & 1) ^ 1);
-                u64 t0 = clock_now();
-                u32 tries;
+                parity = (flags & BUG_FORGET_PRODUCER_PHASE) ? 1 : (((i / stages) & 1) ^ 1);
+                t0 = clock_now();
                 u32 ok = bounded_wait(empty, parity, deadline, &tries);
-                u64 t1 = clock_now();
-                emit(l, t1, OP_WAIT, 0, 8 + s, i, parity, t0, 0, ok, tries);
-                if (!ok) { timed_out = 1; break; }
+                t1 = clock_now();
+                if (!ok) {
+                    emit(l, t1, OP_WAIT, 0, 8 + s, i, parity, t0, 0, 0, tries);
+                    timed_out = 1;
+                    break;
+                }
             }
             u32 bytes = announced_bytes(tile_bytes, chunk_bytes, flags);
-            u64 t = clock_now();
+            u64 t_arrive = clock_now();
             u64 token = mbar_arrive_expect_tx(full, bytes);
-            emit(l, t, OP_ARRIVE_EXPECT_TX, 0, s, i, bytes, 0, token, mbar_pending_count(token), 0);
-            t = clock_now();
+            u64 t_load = clock_now();
             unsigned char* buf = bufs + s * tile_bytes;
             const unsigned char* g = (const unsigned char*)src + (u64)gtile * tile_bytes;
             for (u32 c = 0; c < chunks; c++)
                 bulk_load(smem_u32(buf + c * chunk_bytes), g + c * chunk_bytes, chunk_bytes, full);
-            emit(l, t, OP_TMA_LOAD, 0, s, i, tile_bytes, chunks, 0, 0, 0);
+            // Logged only now, so logging never stands between an operation and the next one.
+            if (waited) emit(l, t1, OP_WAIT, 0, 8 + s, i, parity, t0, 0, 1, tries);
+            emit(l, t_arrive, OP_ARRIVE_EXPECT_TX, 0, s, i, bytes, 0, token,
+                 mbar_pending_count(token), 0);
+            emit(l, t_load, OP_TMA_LOAD, 0, s, i, tile_bytes, chunks, 0, 0, 0);
             handled++;
         }
         summary_put(summary, 0, handled, 0, timed_out, 1);
@@ -460,12 +471,17 @@ extern "C" __global__ void tma_ring_kernel(
         u32 ok = bounded_wait(full, parity, deadline, &tries);
         ok = __all_sync(FULL_MASK, ok);
         u64 t1 = clock_now();
-        if (lane == 0) emit(l, t1, OP_WAIT, agent, s, i, parity, t0, 0, ok, tries);
-        if (!ok) { timed_out = 1; break; }
-        // use the tile
-        u64 t2 = clock_now();
+        if (!ok) {
+            if (lane == 0) emit(l, t1, OP_WAIT, agent, s, i, parity, t0, 0, 0, tries);
+            timed_out = 1;
+            break;
+        }
+        // use the tile (logged after, so logging never delays the read)
         Check c = verify_tile((const u32*)buf, gtile, words, chunk_words);
-        if (lane == 0) log_read(l, agent, s, i, words, c, t2);
+        if (lane == 0) {
+            emit(l, t1, OP_WAIT, agent, s, i, parity, t0, 0, 1, tries);
+            log_read(l, agent, s, i, words, c, t1 + 1);
+        }
         if (c.bad) bad_tiles++;
         __syncwarp();
         if (lane == 0) {

@@ -47,11 +47,14 @@ CAPTURES: dict[str, dict] = {
         scenario="double_buffer_tma", stages=1, tiles=12, bugs=["forget_phase_toggle"],
         ctas=SM_COUNT),
     "double_buffer_tma_forget_producer_phase_toggle": dict(
+        scenario="double_buffer_tma", stages=1, tiles=8, bugs=["forget_producer_phase_toggle"],
+        ctas=SM_COUNT),
+    "double_buffer_tma_forget_producer_phase_toggle_2stage": dict(
         scenario="double_buffer_tma", stages=2, tiles=8, bugs=["forget_producer_phase_toggle"],
         ctas=SM_COUNT),
-    "double_buffer_tma_forget_producer_phase_toggle_fenced_log": dict(
-        scenario="double_buffer_tma", stages=2, tiles=8, bugs=["forget_producer_phase_toggle"],
-        ctas=SM_COUNT, fence_log=True),
+    "double_buffer_tma_producer_skips_empty_wait": dict(
+        scenario="double_buffer_tma", stages=1, tiles=8, bugs=["producer_skips_empty_wait"],
+        ctas=SM_COUNT),
     "double_buffer_tma_consumer_skips_release": dict(
         scenario="double_buffer_tma", stages=2, tiles=6, bugs=["consumer_skips_release"]),
     "double_buffer_tma_wrong_arrival_count": dict(

@@ -430,7 +430,7 @@ def run_bandwidth(total_bytes: int = 4 << 30, stages: list[int] | None = None,
         n_tiles = total_bytes // tile
         for s in stages:
             smem = SMEM_HEADER + s * tile
-            for lag in sorted({0, s - 1}):
+            for lag in sorted({0, min(1, s - 1)}):
                 row = {"tile_bytes": tile, "stages": s, "release_lag": lag, "smem_bytes": smem}
                 if smem > optin:
                     row.update(fits=False, gbps=None, ms=None, correct=None)

@@ -11,8 +11,10 @@ An observation no number of landings explains is a *divergence*: the hardware di
 barrier model (shared SEMANTICS.md) says it cannot.
 
 Two threads' operations on one barrier within a few hundred cycles of each other may be logged in
-either order; when an arrive's token disagrees and the next arrive on that barrier by another agent
-agrees, the two are swapped (and marked `reordered`) instead of reported.
+either order (an arrive's clock is read before it, a wait's after it returned). When an arrive's
+token disagrees and the next arrive on that barrier by another agent agrees, or when a wait by
+another agent logged just after an arrive agrees only if it came first, the two are swapped (and
+marked `reordered`) instead of reported.
 """
 
 from __future__ import annotations
@@ -123,12 +125,15 @@ class Replay:
             return barrier.valid and (barrier.parity != op.value) == op.wait_complete
         return True
 
-    def _consistent_landings(self, op: Op) -> list[tuple[int, int]]:
-        """Every k (chunks to land first) that makes `op`'s observation agree, with the phase."""
+    def _consistent_landings(self, op: Op, base: Mbarrier | None = None) -> list[tuple[int, int]]:
+        """Every k (chunks to land first) that makes `op`'s observation agree, with the phase.
+
+        `base` replaces the barrier's current state (to ask "what if another op came first").
+        """
         if op.barrier is None:
             return [(0, 0)]
         chunks = self.in_flight(op.barrier) if self.infer else []
-        trial = Mbarrier.thaw(self.barriers[op.barrier].freeze())
+        trial = Mbarrier.thaw((base or self.barriers[op.barrier]).freeze())
         found = []
         for k in range(len(chunks) + 1):
             if k:
@@ -168,11 +173,12 @@ class Replay:
                     if c in self.loads[op.load].pending:
                         yield self._land(op.load, c)
             options = self._consistent_landings(op)
-            if not options and op.kind in ARRIVES and id(op) not in swapped:
-                j = self._concurrent_partner(ops, i)
+            if op.kind in ARRIVES and id(op) not in swapped:
+                j = (self._concurrent_partner(ops, i) if not options
+                     else self._concurrent_waiter(ops, i))
                 if j is not None:
                     swapped.update((id(op), id(ops[j])))
-                    ops[i], ops[j] = ops[j], ops[i]
+                    ops.insert(i, ops.pop(j))
                     continue
             action = Action("op", op=op, reordered=id(op) in swapped)
             if options:
@@ -196,6 +202,31 @@ class Replay:
             if (other.kind in ARRIVES and other.barrier == op.barrier and other.agent != op.agent
                     and abs(other.clock - op.clock) <= REORDER_WINDOW
                     and self._consistent_landings(other)):
+                return j
+        return None
+
+    def _concurrent_waiter(self, ops: list[Op], i: int) -> int | None:
+        """A wait by another agent, logged just after this arrive, that only agrees without it.
+
+        A wait's clock is read after it returned, an arrive's before it took effect: when the two
+        are this close, the wait may well have returned first.
+        """
+        op = ops[i]
+        after = Mbarrier.thaw(self.barriers[op.barrier].freeze())
+        try:
+            if op.kind == "arrive":
+                after.arrive(op.value or 1)
+            else:
+                after.arrive_expect_tx(op.value)
+        except UndefinedBehavior:
+            return None
+        for j in range(i + 1, min(len(ops), i + 1 + LOOKAHEAD)):
+            other = ops[j]
+            if (other.kind == "wait" and other.barrier == op.barrier and other.agent != op.agent
+                    and other.wait_complete is not None
+                    and abs(other.clock - op.clock) <= REORDER_WINDOW
+                    and self._consistent_landings(other)
+                    and not self._consistent_landings(other, after)):
                 return j
         return None
 
