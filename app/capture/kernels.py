@@ -67,6 +67,11 @@ FLAG_FENCE_LOG = 1 << 16
 """Make every log record visible to the host (`fence.sc.sys`) before going on: slower agents, but
 nothing logged is lost when the kernel traps right after."""
 
+STAGE_RECORDS = 8
+"""Records each agent stages in shared memory before `flush()` copies them to the host."""
+STAGING_BYTES = MAX_AGENTS * STAGE_RECORDS * RECORD_WORDS * 8
+"""Shared memory after the stage buffers that holds the staged records."""
+
 SUMMARY_WORDS = 4
 """Per (CTA, agent) summary: tiles handled, tiles read wrong, timed out (0/1), finished (0/1)."""
 
@@ -216,20 +221,31 @@ __device__ __forceinline__ void proxy_fence() {
 
 // ------------------------------------------------------------------ the event log
 
-// One agent's cursor into its region of the mapped host log.
+// One agent's cursor into its region of the mapped host log. Records are first staged in
+// shared memory (a few cycles each) and copied out to the host by flush() at quiet points (after a
+// tile has been read, after the loads have been issued), so no host write ever stands between an
+// operation and the next one. Captures that may trap flush more often (FLAG_FENCE_LOG).
+#define STAGE_RECORDS 8
+#define STAGING_BYTES (MAX_AGENTS * STAGE_RECORDS * RECORD_WORDS * 8)
+
 struct Log {
     u64* region;   // null when this CTA does not log
+    u64* staging;  // this agent's records not flushed yet (shared memory)
     u32 cap;
-    u32 n;
+    u32 n;         // records handed to the host so far
+    u32 staged;
     u32 fence;
 };
 
-__device__ __forceinline__ Log log_open(u64* log, u32 log_ctas, u32 cap, u32 agent, u32 flags) {
+__device__ __forceinline__ Log log_open(u64* log, u32 log_ctas, u32 cap, u32 agent, u32 flags,
+                                        unsigned char* staging_base) {
     Log l;
     l.region = (blockIdx.x < log_ctas)
         ? log + ((u64)(blockIdx.x * MAX_AGENTS + agent) * cap) * RECORD_WORDS : (u64*)0;
+    l.staging = (u64*)staging_base + (u64)agent * STAGE_RECORDS * RECORD_WORDS;
     l.cap = cap;
     l.n = 0;
+    l.staged = 0;
     l.fence = flags & FLAG_FENCE_LOG;
     return l;
 }
@@ -238,20 +254,39 @@ __device__ __forceinline__ void st_sys_v2(u64* p, u64 a, u64 b) {
     asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" :: "l"(p), "l"(a), "l"(b) : "memory");
 }
 
-// Word 0 (the clock, never 0) is written last: a record whose clock is 0 was never completed.
+// Copy the staged records to the host. Word 0 (the clock, never 0) goes last: a record whose
+// clock is 0 was never completed.
+__device__ __noinline__ void flush(Log& l) {
+    for (u32 k = 0; k < l.staged; k++) {
+        const u64* r = l.staging + (u64)k * RECORD_WORDS;
+        if (l.n < l.cap) {
+            u64* h = l.region + (u64)l.n * RECORD_WORDS;
+            st_sys_v2(h + 2, r[2], r[3]);
+            st_sys_v2(h + 4, r[4], r[5]);
+            st_sys_v2(h + 6, r[6], r[7]);
+            st_sys_v2(h + 0, r[0], r[1]);
+        }
+        l.n++;
+    }
+    l.staged = 0;
+    if (l.fence) __threadfence_system();
+}
+
 __device__ __noinline__ void emit(Log& l, u64 clk, u32 op, u32 agent, u32 bar, u32 tile,
                                   u64 a, u64 b, u64 token, u64 result, u64 extra) {
     if (l.region == 0) return;
-    if (l.n < l.cap) {
-        u64* r = l.region + (u64)l.n * RECORD_WORDS;
-        u64 header = (u64)op | ((u64)agent << 8) | ((u64)bar << 16) | ((u64)tile << 32);
-        st_sys_v2(r + 2, header, a);
-        st_sys_v2(r + 4, b, token);
-        st_sys_v2(r + 6, result, extra);
-        st_sys_v2(r + 0, clk | 1ull, globaltimer_now());
-        if (l.fence) __threadfence_system();
-    }
-    l.n++;
+    if (l.staged == STAGE_RECORDS) flush(l);
+    u64* r = l.staging + (u64)l.staged * RECORD_WORDS;
+    r[0] = clk | 1ull;
+    r[1] = globaltimer_now();
+    r[2] = (u64)op | ((u64)agent << 8) | ((u64)bar << 16) | ((u64)tile << 32);
+    r[3] = a;
+    r[4] = b;
+    r[5] = token;
+    r[6] = result;
+    r[7] = extra;
+    l.staged++;
+    if (l.fence) flush(l);
 }
 
 __device__ __forceinline__ void summary_put(u32* summary, u32 agent, u32 handled, u32 bad,
@@ -338,7 +373,7 @@ extern "C" __global__ void single_barrier_kernel(
     u32 lane = threadIdx.x & 31;
     u32 bar = smem_u32(bar_obj);
     u32 words = tile_bytes / 4, chunk_words = chunk_bytes / 4, chunks = tile_bytes / chunk_bytes;
-    Log l = log_open(log, log_ctas, log_cap, 0, flags);
+    Log l = log_open(log, log_ctas, log_cap, 0, flags, buf + tile_bytes);
 
     poison_smem(buf, tile_bytes);
     proxy_fence();
@@ -378,6 +413,7 @@ extern "C" __global__ void single_barrier_kernel(
             emit(l, t_load, OP_TMA_LOAD, 0, 0, i, tile_bytes, chunks, 0, 0, 0);
             emit(l, t1, OP_WAIT, 0, 0, i, phase, t0, 0, ok, tries);
             if (ok) log_read(l, 0, 0, i, words, c, t1 + 1);
+            flush(l);
         }
         if (!ok) { timed_out = 1; break; }
         if (c.bad) bad_tiles++;
@@ -385,7 +421,10 @@ extern "C" __global__ void single_barrier_kernel(
         if (!(flags & BUG_FORGET_PHASE)) phase ^= 1;
         __syncwarp();
     }
-    if (lane == 0) summary_put(summary, 0, handled, bad_tiles, timed_out, 1);
+    if (lane == 0) {
+        flush(l);
+        summary_put(summary, 0, handled, bad_tiles, timed_out, 1);
+    }
 }
 
 // ------------------------------------------------------------------ scenario: double_buffer_tma
@@ -417,7 +456,7 @@ extern "C" __global__ void tma_ring_kernel(
 
     if (warp == 0) {
         if (lane != 0) return;
-        Log l = log_open(log, log_ctas, log_cap, 0, flags);
+        Log l = log_open(log, log_ctas, log_cap, 0, flags, bufs + stages * tile_bytes);
         u32 handled = 0, timed_out = 0;
         for (u32 i = 0; i < tiles; i++) {
             u32 s = i % stages;
@@ -450,14 +489,16 @@ extern "C" __global__ void tma_ring_kernel(
             emit(l, t_arrive, OP_ARRIVE_EXPECT_TX, 0, s, i, bytes, 0, token,
                  mbar_pending_count(token), 0);
             emit(l, t_load, OP_TMA_LOAD, 0, s, i, tile_bytes, chunks, 0, 0, 0);
+            flush(l);
             handled++;
         }
+        flush(l);
         summary_put(summary, 0, handled, 0, timed_out, 1);
         return;
     }
     if (warp > consumers) return;
     u32 agent = warp;  // consumer0 is agent slot 1, consumer1 slot 2
-    Log l = log_open(log, log_ctas, log_cap, agent, flags);
+    Log l = log_open(log, log_ctas, log_cap, agent, flags, bufs + stages * tile_bytes);
     u32 handled = 0, bad_tiles = 0, timed_out = 0;
     for (u32 i = 0; i < tiles; i++) {
         u32 s = i % stages;
@@ -481,6 +522,7 @@ extern "C" __global__ void tma_ring_kernel(
         if (lane == 0) {
             emit(l, t1, OP_WAIT, agent, s, i, parity, t0, 0, 1, tries);
             log_read(l, agent, s, i, words, c, t1 + 1);
+            flush(l);  // while the tile is in use, not between release and the next wait
         }
         if (c.bad) bad_tiles++;
         __syncwarp();
@@ -504,6 +546,7 @@ extern "C" __global__ void tma_ring_kernel(
     }
     if (lane == 0) {
         bulk_wait_all();
+        flush(l);
         summary_put(summary, agent, handled, bad_tiles, timed_out, 1);
     }
 }
@@ -520,7 +563,7 @@ extern "C" __global__ void proxy_store_kernel(
     unsigned char* bufs = smem + 128;
     u32 lane = threadIdx.x & 31;
     u32 words = tile_bytes / 4;
-    Log l = log_open(log, log_ctas, log_cap, 0, flags);
+    Log l = log_open(log, log_ctas, log_cap, 0, flags, bufs + stages * tile_bytes);
 
     poison_smem(bufs, stages * tile_bytes);
     proxy_fence();
@@ -548,12 +591,14 @@ extern "C" __global__ void proxy_store_kernel(
             bulk_store((unsigned char*)dst + (u64)gtile * tile_bytes, smem_u32(buf), tile_bytes);
             bulk_commit();
             emit(l, t, OP_TMA_STORE, 0, NO_BARRIER, i, tile_bytes, s, 0, 0, 0);
+            flush(l);
         }
         __syncwarp();
     }
     if (lane == 0) {
         bulk_wait_all();
         emit(l, clock_now(), OP_WAIT_GROUP, 0, NO_BARRIER, tiles, 0, 0, 0, 0, 0);
+        flush(l);
         summary_put(summary, 0, tiles, 0, 0, 1);
     }
 }

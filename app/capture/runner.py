@@ -103,7 +103,7 @@ class CaptureConfig:
             raise CaptureError("tile_bytes: at most 64 chunks per tile")
         if self.scenario == "proxy_fence_store":
             self.chunk_bytes = min(self.chunk_bytes, self.tile_bytes)
-        if SMEM_HEADER + self.stages * self.tile_bytes > SMEM_LIMIT:
+        if self.smem_bytes > SMEM_LIMIT:
             raise CaptureError(
                 f"tile_bytes: {self.stages} stages of {self.tile_bytes} bytes exceed the "
                 f"{SMEM_LIMIT} bytes of shared memory a block can have")
@@ -139,7 +139,8 @@ class CaptureConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return SMEM_HEADER + self.stages * self.tile_bytes
+        """Barriers, the stage buffers, then the agents' staged log records."""
+        return SMEM_HEADER + self.stages * self.tile_bytes + K.STAGING_BYTES
 
     def as_dict(self) -> dict:
         return asdict(self)
