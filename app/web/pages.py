@@ -1,0 +1,111 @@
+"""The browser pages: Jinja2 templates around the ES modules in static/, which render traces.
+
+Pages carry only what the server knows before any run exists (the scenario, its parameters and bug
+toggles, which optional subsystems answer); every state the student sees comes from the JSON API.
+A Content-Security-Policy allows the page's own scripts, styles and sockets only (no CDN, works
+offline) and lets `settings.frame_ancestors` embed it in an iframe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from app.core.config import settings
+from app.scenarios import catalogue
+from app.scenarios import get as get_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+templates = Jinja2Templates(directory=ROOT / "templates")
+
+PANELS = ("agents", "barriers", "stages", "timeline", "diagnostics", "controls")
+"""What an embed may show (`/embed/{id}?panels=barriers,timeline`); all by default."""
+
+HOST_OK = re.compile(r"^[A-Za-z0-9.\-:\[\]]{1,255}$")
+
+
+def content_security_policy(host: str | None) -> str:
+    sockets = f" ws://{host} wss://{host}" if host and HOST_OK.match(host) else ""
+    return ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"connect-src 'self'{sockets}; base-uri 'self'; form-action 'self'; "
+            f"object-src 'none'; frame-ancestors {settings.frame_ancestors}")
+
+
+def script_json(value) -> str:
+    """JSON safe inside a <script type="application/json"> element."""
+    return (json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026"))
+
+
+def features(app: FastAPI) -> dict:
+    """Which optional subsystems this server answers (the UI hides what is missing)."""
+    paths = {getattr(route, "path", "") for route in app.routes}
+    return {"check": "/api/v1/check" in paths, "replays": "/api/v1/replays" in paths}
+
+
+def scenario_or_404(scenario_id: str):
+    try:
+        return get_scenario(scenario_id)
+    except KeyError:
+        raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
+
+
+def install(app: FastAPI) -> None:
+    """Mount /static and the page routes on `app`, with the CSP header on every page."""
+    app.mount("/static", StaticFiles(directory=ROOT / "static"), name="static")
+
+    @app.middleware("http")
+    async def _csp(request: Request, call_next):
+        response = await call_next(request)
+        if response.headers.get("content-type", "").startswith("text/html"):
+            response.headers["Content-Security-Policy"] = content_security_policy(
+                request.headers.get("host"))
+            response.headers["Referrer-Policy"] = "same-origin"
+            response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    def page(request: Request, name: str, **context) -> HTMLResponse:
+        boot = {"features": features(app), **context.pop("boot", {})}
+        return templates.TemplateResponse(
+            request, name, {"boot_json": script_json(boot), "features": boot["features"],
+                            **context})
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def catalogue_page(request: Request) -> HTMLResponse:
+        scenarios = [s.as_dict() for s in catalogue().values()]
+        return page(request, "catalogue.html", scenarios=scenarios,
+                    boot={"page": "catalogue"})
+
+    @app.get("/scenarios/{scenario_id}", response_class=HTMLResponse, include_in_schema=False)
+    def inspector_page(request: Request, scenario_id: str) -> HTMLResponse:
+        scenario = scenario_or_404(scenario_id)
+        return page(request, "inspector.html", scenario=scenario.as_dict(), embed=False,
+                    panels=PANELS, boot={"page": "inspector", "scenario": scenario.as_dict()})
+
+    @app.get("/embed/{scenario_id}", response_class=HTMLResponse, include_in_schema=False)
+    def embed_page(request: Request, scenario_id: str, panels: str = "") -> HTMLResponse:
+        scenario = scenario_or_404(scenario_id)
+        shown = tuple(p for p in panels.split(",") if p in PANELS) or PANELS
+        return page(request, "inspector.html", scenario=scenario.as_dict(), embed=True,
+                    panels=shown, boot={"page": "embed", "scenario": scenario.as_dict(),
+                                        "panels": list(shown)})
+
+    @app.get("/compare/{scenario_id}", response_class=HTMLResponse, include_in_schema=False)
+    def compare_page(request: Request, scenario_id: str) -> HTMLResponse:
+        scenario = scenario_or_404(scenario_id)
+        return page(request, "compare.html", scenario=scenario.as_dict(),
+                    boot={"page": "compare", "scenario": scenario.as_dict()})
+
+    @app.get("/replays/{replay_id}", response_class=HTMLResponse, include_in_schema=False)
+    def replay_page(request: Request, replay_id: str) -> HTMLResponse:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,120}", replay_id):
+            raise HTTPException(404, "no such replay")
+        scenarios = {s.id: s.as_dict() for s in catalogue().values()}
+        return page(request, "replay.html", replay_id=replay_id,
+                    boot={"page": "replay", "replay": replay_id, "scenarios": scenarios})

@@ -1,0 +1,60 @@
+// Steps and events in plain words, for the line under the controls. Reads trace fields only.
+
+const bytes = (n) => `${n.toLocaleString("en-US")} B`;
+
+export function eventText(event) {
+  switch (event.kind) {
+    case "init": return `${event.barrier} initialized for ${event.count} arrival${event.count === 1 ? "" : "s"}`;
+    case "arrive": return `arrived on ${event.barrier}`;
+    case "expect_tx": return `${event.barrier} now expects ${bytes(event.bytes)} more`;
+    case "complete_tx": return `${bytes(event.bytes)} landed (complete_tx on ${event.barrier})`;
+    case "phase_completed":
+      return `${event.barrier} completed a phase: parity flips to ${event.parity} (${event.phase} completed)`;
+    case "wait_returned": return `the wait on ${event.barrier} for parity ${event.parity} returned`;
+    case "tma_issued":
+      return event.direction === "load"
+        ? `TMA load of tile ${event.tile} into ${event.stage} issued (${bytes(event.bytes)})`
+        : `TMA store of ${event.stage} (tile ${event.tile}) to global memory issued`;
+    case "chunk_landed": return `chunk ${event.chunk} of tile ${event.tile} landed in ${event.stage}`;
+    case "chunk_stored": return `chunk ${event.chunk} of ${event.stage} read out by the TMA store`;
+    case "smem_read":
+      return event.chunks_ok === event.chunks
+        ? `read tile ${event.tile} from ${event.stage}: all ${event.chunks} chunks are tile ${event.tile}`
+        : `read tile ${event.tile} from ${event.stage}: only ${event.chunks_ok} of ${event.chunks} chunks hold it`;
+    case "smem_write": return `threads wrote tile ${event.tile} into ${event.stage} (st.shared)`;
+    case "proxy_fence": return "fence.proxy.async: the TMA will see the threads' writes";
+    case "bulk_commit": return `bulk store group ${event.group} committed`;
+    case "bulk_wait_returned": return "every store has finished reading shared memory";
+    case "mma_issued": return `MMA on ${event.stage} (K-block ${event.tile}) queued on the tensor core`;
+    case "mma_done": return `the tensor core finished the MMA on ${event.stage}`;
+    case "mma_commit": return event.barrier ? `tcgen05.commit arrives on ${event.barrier}` : "tcgen05.commit (routed nowhere)";
+    case "tmem_read": return `read the accumulator (${event.mma_done} of ${event.mma_needed} MMAs done)`;
+    case "register": {
+      const v = event.value || {};
+      return `pipe_state is now ${Object.entries(v).map(([k, x]) => `${k} ${x}`).join(", ")}`;
+    }
+    default: return event.kind;
+  }
+}
+
+/** "thread: mbarrier.try_wait.parity" and its events, for the step just made. */
+export function stepText(record) {
+  if (!record) return {who: "", what: "The initial state. Step (→) runs the first move.", events: []};
+  const who = record.agent === "tma" ? "TMA engine" : record.agent === "tensor_core" ? "tensor core" : record.agent;
+  return {who, what: record.op, events: record.events.map(eventText)};
+}
+
+export function statusText(agent) {
+  if (agent.status === "done") return "done";
+  if (agent.status === "running") return "running";
+  const w = agent.waiting_on;
+  if (w && w.barrier) return `waiting on ${w.barrier} parity ${w.parity}`;
+  if (w) return `waiting for ${w.bulk_groups} bulk store group${w.bulk_groups === 1 ? "" : "s"} to read smem`;
+  return "waiting";
+}
+
+export function formatNs(ns) {
+  if (Math.abs(ns) >= 1e6) return `${(ns / 1e6).toFixed(2)} ms`;
+  if (Math.abs(ns) >= 1e3) return `${(ns / 1e3).toFixed(1)} µs`;
+  return `${Math.round(ns)} ns`;
+}

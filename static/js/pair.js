@@ -1,0 +1,112 @@
+// Two runs side by side under one cursor: correct vs buggy (compare view), or a real-GPU trace
+// vs the simulation of the same configuration (replays). The first step where they differ is
+// found by reading both traces and marked on both timelines.
+
+import {bindControls} from "./controls.js";
+import {makeLayout, timelineOf} from "./layout.js";
+import {LocalPlayer, docFrame} from "./player.js";
+import {moverOf} from "./trace.js";
+import {RunView} from "./view.js";
+
+const FIELDS = ["phase", "pending_arrivals", "expected_arrivals", "tx_count"];
+
+/** The first step at which two traces differ, with a sentence saying how; null if never. */
+export function firstDivergence(a, b, names = ["correct", "buggy"]) {
+  const n = Math.min(a.steps.length, b.steps.length);
+  for (let i = 0; i < n; i++) {
+    const why = difference(a.steps[i], b.steps[i], names);
+    if (why) return {step: a.steps[i].step, why};
+  }
+  if (a.total_steps !== b.total_steps) {
+    const [short, long] = a.total_steps < b.total_steps ? [names[0], names[1]] : [names[1], names[0]];
+    return {step: Math.min(a.total_steps, b.total_steps) + 1,
+            why: `the ${short} run ends after step ${Math.min(a.total_steps, b.total_steps)}; the ${long} run goes on`};
+  }
+  return null;
+}
+
+function difference(x, y, [left, right]) {
+  if (moverOf(x) !== moverOf(y)) return `${left}: ${moverOf(x)} moves; ${right}: ${moverOf(y)} moves`;
+  if (x.op !== y.op) return `${x.agent} runs ${x.op} (${left}) but ${y.op} (${right})`;
+  const sx = x.snapshot;
+  const sy = y.snapshot;
+  if (!sx || !sy) return null;
+  for (let i = 0; i < sx.barriers.length; i++) {
+    for (const field of FIELDS) {
+      if (sx.barriers[i][field] !== (sy.barriers[i] || {})[field]) {
+        return `${sx.barriers[i].name}'s ${field} is ${sx.barriers[i][field]} (${left}) but ${(sy.barriers[i] || {})[field]} (${right})`;
+      }
+    }
+  }
+  for (let i = 0; i < sx.agents.length; i++) {
+    const ax = sx.agents[i];
+    const ay = sy.agents[i] || {registers: {}};
+    for (const [name, value] of Object.entries(ax.registers)) {
+      if (ay.registers[name] !== value) {
+        return `${ax.name}'s ${name} register is ${value} (${left}) but ${ay.registers[name]} (${right})`;
+      }
+    }
+    if (ax.status !== ay.status) return `${ax.name} is ${ax.status} (${left}) but ${ay.status} (${right})`;
+  }
+  for (let s = 0; s < sx.stages.length; s++) {
+    const cx = sx.stages[s].chunks.map((c) => c.tile).join();
+    const cy = (sy.stages[s] || {chunks: []}).chunks.map((c) => c.tile).join();
+    if (cx !== cy) return `${sx.stages[s].name} holds different data`;
+  }
+  if (x.diagnostics.length !== y.diagnostics.length) {
+    const d = (x.diagnostics[0] || y.diagnostics[0]);
+    return `${d.kind} at this step in the ${x.diagnostics.length ? left : right} run only`;
+  }
+  return null;
+}
+
+/** Draw two trace documents side by side; returns the player. */
+export function showPair(page, left, right, {step = 0, names = ["correct", "buggy"]} = {}) {
+  const total = Math.max(left.doc.steps.length, right.doc.steps.length);
+  const player = new LocalPlayer(total, {step, status: right.doc.status});
+  const views = [left, right].map((side, i) => {
+    const root = page.querySelector(`[data-run="${i ? "right" : "left"}"]`);
+    const view = new RunView(root, {onSeek: (s) => player.seek(s)});
+    view.setLayout(makeLayout(side.doc.layout, side.doc.scenario));
+    view.setDiagnostics(side.doc.diagnostics);
+    view.setTimeline(timelineOf(side.doc));
+    const title = root.querySelector(".run-title");
+    if (title && side.title) title.textContent = side.title;
+    return view;
+  });
+  const divergence = firstDivergence(left.doc, right.doc, names);
+  const note = page.querySelector("#divergence");
+  if (note) {
+    note.replaceChildren();
+    if (divergence) {
+      const jump = document.createElement("button");
+      jump.type = "button";
+      jump.className = "link";
+      jump.textContent = `Jump to step ${divergence.step}`;
+      jump.addEventListener("click", () => player.seek(divergence.step));
+      const strong = document.createElement("b");
+      strong.textContent = `First divergence at step ${divergence.step}: `;
+      note.append(strong, `${divergence.why}. `, jump);
+      note.dataset.divergence = divergence.step;
+    } else {
+      note.textContent = "The two runs take exactly the same steps.";
+      note.dataset.divergence = "none";
+    }
+  }
+  for (const view of views) view.setDivergence(divergence ? divergence.step : null);
+  const controls = bindControls(page.querySelector("#transport"), player);
+  const draw = (frame) => {
+    [left, right].forEach((side, i) => {
+      const at = docFrame(side.doc, frame.step);
+      views[i].update({...frame, ...at, step: frame.step > side.doc.total_steps ? side.doc.total_steps : at.step,
+                       ready: [], time_ns: at.record ? at.record.time_ns : undefined});
+    });
+    controls.update(frame);
+    const url = new URL(location.href);
+    url.searchParams.set("step", frame.step);
+    history.replaceState(null, "", url.toString().replaceAll("%2C", ","));
+  };
+  player.on("frame", draw);
+  draw(player.frame);
+  return player;
+}

@@ -1,0 +1,131 @@
+// Barrier cards: the arrival counter (pending of expected), the byte bar (red while bytes are
+// pending; it fills as complete_tx lands), the parity bit that flips when a phase completes, the
+// count of completed phases; and above them the wait formula with the live numbers:
+// stage = i mod S, parity = (i / S) mod 2 (the producer waits the opposite parity).
+
+import {h, replay, setAttr, setText} from "../dom.js";
+import {waitRule} from "../layout.js";
+
+const ROLE_TEXT = {full: "full: the tile has landed", empty: "empty: the stage is free",
+                   accum: "accumulator ready", bar: "one mbarrier"};
+
+function buildCard(barrier) {
+  const bit = h("span", {class: "bit"});
+  const card = h("article", {class: "barrier-card", dataset: {barrier: barrier.name, role: barrier.role},
+                             "aria-label": `mbarrier ${barrier.name}`},
+    h("header", {}, h("h4", {}, barrier.name), h("span", {class: "role"}, ROLE_TEXT[barrier.role] || barrier.role)),
+    h("div", {class: "card-body"},
+      h("div", {class: "parity-bit", role: "img"}, bit, h("span", {class: "cap"}, "parity")),
+      h("dl", {class: "facts"},
+        h("dt", {}, "completed phases"), h("dd", {class: "phase"}),
+        h("dt", {}, "arrivals pending"), h("dd", {class: "arrivals"}, h("span", {class: "dots", "aria-hidden": "true"}), h("span", {class: "count"})),
+        h("dt", {}, "tx-count"), h("dd", {class: "tx"}))),
+    h("div", {class: "bytes", role: "img"},
+      h("div", {class: "bar"}, h("span", {class: "landed"}), h("span", {class: "pending"})),
+      h("span", {class: "bytes-text"})),
+    h("p", {class: "waiters"}),
+    h("p", {class: "invalid-note"}, "not initialized yet: mbarrier.init has not run"));
+  return {card, bit, last: null};
+}
+
+function renderCard(entry, barrier, layout, waiters) {
+  const {card, bit} = entry;
+  setAttr(card, "data-phase", barrier.phase);
+  setAttr(card, "data-parity", barrier.parity);
+  setAttr(card, "data-pending-arrivals", barrier.pending_arrivals);
+  setAttr(card, "data-expected-arrivals", barrier.expected_arrivals);
+  setAttr(card, "data-tx-count", barrier.tx_count);
+  setAttr(card, "data-valid", barrier.valid);
+  const parityBox = bit.parentElement;
+  setText(bit, barrier.valid ? barrier.parity : "–");
+  setAttr(parityBox, "data-parity", barrier.parity);
+  setAttr(parityBox, "aria-label", `parity ${barrier.parity}`);
+  if (entry.last && entry.last.phase !== barrier.phase) replay(parityBox, "flipped");
+  entry.last = barrier;
+  setText(card.querySelector(".phase"), barrier.phase);
+  const dots = card.querySelector(".dots");
+  const expected = Math.min(barrier.expected_arrivals, 16);
+  if (dots.childElementCount !== expected) {
+    dots.replaceChildren(...Array.from({length: expected}, () => h("span", {class: "dot"})));
+  }
+  const arrived = barrier.expected_arrivals - barrier.pending_arrivals;
+  [...dots.children].forEach((dot, i) => dot.classList.toggle("arrived", i < arrived));
+  setText(card.querySelector(".arrivals .count"), `${barrier.pending_arrivals} of ${barrier.expected_arrivals}`);
+  setText(card.querySelector(".tx"), barrier.tx_count);
+  // The byte bar: landed bytes fill it; pending bytes are red and shrink as complete_tx lands.
+  const tx = barrier.tx_count;
+  const scale = Math.max(layout.tileBytes || 1, Math.abs(tx));
+  const bytes = card.querySelector(".bytes");
+  const usesBytes = barrier.role === "full" || barrier.role === "bar" || tx !== 0;
+  bytes.hidden = !usesBytes;
+  const state = tx > 0 ? "pending" : tx < 0 ? "early" : "clear";
+  setAttr(bytes, "data-state", state);
+  bytes.querySelector(".pending").style.width = `${(Math.max(tx, 0) / scale) * 100}%`;
+  bytes.querySelector(".landed").style.width = tx > 0 ? `${((scale - tx) / scale) * 100}%`
+    : tx < 0 ? `${(-tx / scale) * 100}%` : "100%";
+  const text = tx > 0 ? `◔ ${tx.toLocaleString("en-US")} B still to land`
+    : tx < 0 ? `⚡ ${(-tx).toLocaleString("en-US")} B landed before expect_tx`
+    : "✓ no bytes pending";
+  setText(bytes.querySelector(".bytes-text"), text);
+  setAttr(bytes, "aria-label", text.slice(2));
+  const waiting = waiters.get(barrier.name) || [];
+  setText(card.querySelector(".waiters"), waiting.length
+    ? `‖ ${waiting.map((w) => `${w.agent} waits for parity ${w.parity}`).join("; ")}` : "");
+  card.classList.toggle("has-waiters", waiting.length > 0);
+}
+
+/** One line per waiting agent: its tile i, the stage and parity the protocol asks for, and
+ *  whether its registers agree (they do not when a bug toggle broke the phase toggle). */
+function renderFormula(root, snapshot, layout) {
+  const rows = [];
+  const S = layout.stageCount;
+  for (const agent of snapshot.agents) {
+    const spec = layout.agents.find((a) => a.name === agent.name);
+    const rule = spec && waitRule(spec, layout);
+    if (!rule || agent.status === "done") continue;
+    const i = agent.iteration;
+    const stage = i % rule.S;
+    const lap = Math.floor(i / rule.S);
+    const parity = (lap % 2) ^ rule.flip;
+    const reg = agent.registers.phase;
+    const ok = reg === parity;
+    const parityText = rule.flip
+      ? `parity = (⌊i / S⌋ mod 2) ⊕ 1 = (⌊${i} / ${rule.S}⌋ mod 2) ⊕ 1 = ${parity}`
+      : `parity = ⌊i / S⌋ mod 2 = ⌊${i} / ${rule.S}⌋ mod 2 = ${parity}`;
+    rows.push(h("li", {class: ok ? "ok" : "bad", dataset: {agent: agent.name}},
+      h("b", {}, agent.name), ` waits on ${rule.barrier(i)} for tile i = ${i}: `,
+      h("span", {class: "math"}, `stage = i mod S = ${i} mod ${rule.S} = ${stage}`), " · ",
+      h("span", {class: "math"}, parityText), " · ",
+      h("span", {class: "verdict"}, ok ? `phase register ${reg} ✓`
+        : `phase register ${reg} ✗ (the protocol needs ${parity})`)));
+  }
+  root.replaceChildren(...(rows.length ? [h("p", {class: "formula-title"}, `S = ${S} stage${S === 1 ? "" : "s"}`),
+    h("ul", {}, rows)] : []));
+  root.hidden = rows.length === 0;
+}
+
+export function render(root, frame, layout) {
+  const cards = root.querySelector(".barrier-cards");
+  const formula = root.querySelector("[data-formula]");
+  if (!root.built || root.built.key !== layout.key) {
+    const entries = layout.barriers.map(buildCard);
+    cards.replaceChildren(...entries.map((e) => e.card));
+    if (!layout.barriers.length) {
+      cards.replaceChildren(h("p", {class: "muted"}, "This scenario uses no mbarrier: the writer waits on bulk-store groups (cp.async.bulk.wait_group.read)."));
+    }
+    root.built = {key: layout.key, entries};
+  }
+  const waiters = new Map();
+  for (const agent of frame.snapshot.agents) {
+    const w = agent.waiting_on;
+    if (agent.status === "waiting" && w && w.barrier) {
+      if (!waiters.has(w.barrier)) waiters.set(w.barrier, []);
+      waiters.get(w.barrier).push({agent: agent.name, parity: w.parity});
+    }
+  }
+  frame.snapshot.barriers.forEach((barrier, i) => {
+    const entry = root.built.entries[i];
+    if (entry) renderCard(entry, barrier, layout, waiters);
+  });
+  if (formula) renderFormula(formula, frame.snapshot, layout);
+}

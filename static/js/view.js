@@ -1,0 +1,58 @@
+// One run's panels on a page (the inspector has one, compare and replay two): agent lanes,
+// barrier cards, stage buffers, the timeline and the diagnostics, each drawn by render/*.js
+// from the frame at the cursor and the layout computed once.
+
+import * as agents from "./render/agents.js";
+import * as barriers from "./render/barriers.js";
+import * as diagnostics from "./render/diagnostics.js";
+import * as now from "./render/now.js";
+import * as stages from "./render/stages.js";
+import * as timeline from "./render/timeline.js";
+
+export class RunView {
+  constructor(root, {onSeek = () => {}, onMove = () => {}} = {}) {
+    this.root = root;
+    this.ctx = {manual: false, onSeek, onMove, divergence: null};
+    this.layout = null;
+    this.timeline = null;
+    this.diagnostics = [];
+    this.frame = null;
+    this.part = (name) => root.querySelector(`[data-panel="${name}"]`);
+    if (typeof ResizeObserver !== "undefined" && this.part("timeline")) {
+      let width = 0;
+      new ResizeObserver(([entry]) => {
+        const w = Math.round(entry.contentRect.width);
+        if (Math.abs(w - width) > 4 && this.frame) { width = w; this.drawTimeline(); }
+      }).observe(this.part("timeline"));
+    }
+  }
+
+  setLayout(layout) { this.layout = layout; }
+  setTimeline(model) { this.timeline = model; if (this.frame) this.drawTimeline(); }
+  setDiagnostics(list) { this.diagnostics = list || []; if (this.frame) this.update(this.frame); }
+  setManual(on) {
+    this.ctx.manual = on;
+    const hint = this.root.querySelector("[data-manual-hint]");
+    if (hint) hint.hidden = !on;
+    this.root.classList.toggle("manual", on);
+    if (this.frame) this.update(this.frame);
+  }
+  setDivergence(step) { this.ctx.divergence = step; if (this.frame) this.drawTimeline(); }
+
+  drawTimeline() {
+    const part = this.part("timeline");
+    if (part && this.timeline) timeline.render(part.querySelector(".timeline"), this.frame, this.timeline, this.ctx);
+  }
+
+  update(frame) {
+    this.frame = frame;
+    if (!this.layout) return;
+    const part = this.part;
+    if (part("now")) now.render(part("now"), frame);
+    if (part("agents")) agents.render(part("agents").querySelector(".lanes"), frame, this.layout, this.ctx);
+    if (part("barriers")) barriers.render(part("barriers"), frame, this.layout);
+    if (part("stages")) stages.render(part("stages").querySelector(".stage-list"), frame, this.layout);
+    if (part("diagnostics")) diagnostics.render(part("diagnostics"), frame, this.diagnostics, this.ctx);
+    this.drawTimeline();
+  }
+}
