@@ -266,6 +266,9 @@ class Decoder:
         records = [Record.unpack(row, n) for n, row in enumerate(rows)]
         first = min((r.cta for r in records), default=0)
         records = [r for r in records if r.cta == first]
+        # Clock anchors: OP_ANCHOR records (and any record that carries a %globaltimer reading).
+        self.anchors = [r for r in records if r.globaltimer]
+        records = [r for r in records if r.op != K.OP_ANCHOR]
         for r in records:
             if not 0 <= r.slot < len(self.agent_slots):
                 raise DecodeError(f"records[{r.seq}]: agent slot {r.slot} is not in agents")
@@ -275,17 +278,21 @@ class Decoder:
         return records
 
     def _fit_clock(self) -> None:
-        """Cycles per ns from the first and last record (%globaltimer anchors %clock64)."""
+        """Cycles per ns from the first and last anchor (%globaltimer anchors %clock64)."""
         recs = self.records
         self.clock0 = recs[0].clock if recs else 0
         self.ghz = DEFAULT_CLOCK_GHZ
-        if len(recs) >= 2:
-            lo = min(recs, key=lambda r: r.clock)
-            hi = max(recs, key=lambda r: r.clock)
+        anchors = self.anchors
+        self.globaltimer0 = None
+        if len(anchors) >= 2:
+            lo = min(anchors, key=lambda r: r.clock)
+            hi = max(anchors, key=lambda r: r.clock)
             span_ns = hi.globaltimer - lo.globaltimer
             if span_ns >= 5000:
                 self.ghz = (hi.clock - lo.clock) / span_ns
-        self.globaltimer0 = recs[0].globaltimer if recs else 0
+        if anchors:
+            lo = min(anchors, key=lambda r: r.clock)
+            self.globaltimer0 = int(lo.globaltimer - (lo.clock - self.clock0) / self.ghz)
 
     def ns(self, clock: int) -> int:
         return int(round((clock - self.clock0) / self.ghz))
@@ -515,8 +522,7 @@ class Decoder:
         return None if b is None else self.barrier_names[b]
 
     def _obs(self, r: Record, **extra) -> dict:
-        return {"agent": self.agent_slots[r.slot], "clock": r.clock,
-                "globaltimer_ns": r.globaltimer, **extra}
+        return {"agent": self.agent_slots[r.slot], "clock": r.clock, **extra}
 
     def _step_agent(self, agent: AgentState, kind: str, operands: dict, events: list,
                     clock: int, diagnostics: list | None = None,
@@ -913,8 +919,9 @@ class Decoder:
         dst = raw.get("dst")
         if dst and self.scenario != "single_barrier":
             ctas["dst_tiles_wrong"] = dst.get("bad_tiles_all_ctas")
-        first_ns = self.records[0].globaltimer if self.records else None
-        last_ns = self.records[-1].globaltimer if self.records else None
+        first_ns = self.globaltimer0
+        last_ns = (first_ns + self.ns(self.records[-1].clock)) if self.records and first_ns \
+            else None
         return {
             "kind": "gpu",
             "engine": ENGINE,

@@ -35,6 +35,7 @@ OP_WAIT_GROUP_READ = 8
 OP_SMEM_WRITE = 9
 OP_PROXY_FENCE = 10
 OP_WAIT_GROUP = 11
+OP_ANCHOR = 12
 
 OP_NAMES = {
     OP_INIT: "init",
@@ -48,6 +49,7 @@ OP_NAMES = {
     OP_SMEM_WRITE: "smem_write",
     OP_PROXY_FENCE: "proxy_fence",
     OP_WAIT_GROUP: "wait_group",
+    OP_ANCHOR: "anchor",
 }
 
 NO_BARRIER = 0xFF
@@ -96,6 +98,7 @@ typedef unsigned int u32;
 #define OP_SMEM_WRITE 9
 #define OP_PROXY_FENCE 10
 #define OP_WAIT_GROUP 11
+#define OP_ANCHOR 12
 
 #define BUG_FORGET_PHASE 1u
 #define BUG_FORGET_PRODUCER_PHASE 2u
@@ -254,9 +257,23 @@ __device__ __forceinline__ void st_sys_v2(u64* p, u64 a, u64 b) {
     asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" :: "l"(p), "l"(a), "l"(b) : "memory");
 }
 
-// Copy the staged records to the host. Word 0 (the clock, never 0) goes last: a record whose
-// clock is 0 was never completed.
+__device__ __forceinline__ void put_host(Log& l, u64 w0, u64 w1, u64 w2, u64 w3, u64 w4, u64 w5,
+                                         u64 w6, u64 w7) {
+    if (l.n < l.cap) {
+        u64* h = l.region + (u64)l.n * RECORD_WORDS;
+        st_sys_v2(h + 2, w2, w3);
+        st_sys_v2(h + 4, w4, w5);
+        st_sys_v2(h + 6, w6, w7);
+        st_sys_v2(h + 0, w0, w1);
+    }
+    l.n++;
+}
+
+// Copy the staged records to the host, then one OP_ANCHOR record pairing %clock64 with
+// %globaltimer (reading %globaltimer costs hundreds of cycles, so events carry only the clock).
+// Word 0 (the clock, never 0) goes last: a record whose clock is 0 was never completed.
 __device__ __noinline__ void flush(Log& l) {
+    if (l.region == 0) return;
     for (u32 k = 0; k < l.staged; k++) {
         const u64* r = l.staging + (u64)k * RECORD_WORDS;
         if (l.n < l.cap) {
@@ -269,16 +286,19 @@ __device__ __noinline__ void flush(Log& l) {
         l.n++;
     }
     l.staged = 0;
+    u64 c = clock_now();
+    u64 g = globaltimer_now();
+    put_host(l, c | 1ull, g, (u64)OP_ANCHOR, 0, 0, 0, 0, 0);
     if (l.fence) __threadfence_system();
 }
 
-__device__ __noinline__ void emit(Log& l, u64 clk, u32 op, u32 agent, u32 bar, u32 tile,
+__device__ __forceinline__ void emit(Log& l, u64 clk, u32 op, u32 agent, u32 bar, u32 tile,
                                   u64 a, u64 b, u64 token, u64 result, u64 extra) {
     if (l.region == 0) return;
     if (l.staged == STAGE_RECORDS) flush(l);
     u64* r = l.staging + (u64)l.staged * RECORD_WORDS;
     r[0] = clk | 1ull;
-    r[1] = globaltimer_now();
+    r[1] = 0;
     r[2] = (u64)op | ((u64)agent << 8) | ((u64)bar << 16) | ((u64)tile << 32);
     r[3] = a;
     r[4] = b;

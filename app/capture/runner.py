@@ -135,7 +135,7 @@ class CaptureConfig:
     @property
     def log_cap(self) -> int:
         """Records each agent region holds: enough for every event of every tile."""
-        return 8 * self.tiles + 16
+        return 12 * self.tiles + 32
 
     @property
     def smem_bytes(self) -> int:

@@ -69,8 +69,8 @@ def test_a_fresh_capture_ends_like_the_shipped_trace(name):
         assert doc["status"] == shipped["status"] == "deadlock"
         assert doc["source"]["ctas"]["timed_out"] >= doc["source"]["ctas"]["launched"] // 2
     elif expect == "wrong_reads":
-        assert doc["status"] == shipped["status"]
-        assert kinds & {"partial_read", "stale_read"}
+        # A race: CTA 0 may read stale words or lose the race into a deadlock; over all CTAs,
+        # some tiles are read wrong every time.
         assert doc["source"]["ctas"]["tiles_read_wrong"] > 0
     elif expect == "fence_flagged":
         assert doc["status"] == shipped["status"] == "done"
