@@ -1,0 +1,337 @@
+"""Exhaustive exploration of every schedule of one pipeline configuration: which diagnostic kinds
+some interleaving of the agents, the tensor core and the TMA engine's chunk moves can reach, and
+the shortest schedule that reaches each.
+
+The search is a shortest-path search over engine states (`Machine.freeze()`), deduplicated by a
+canonical key. Every move is made by `Machine.step`; the checker never computes an effect itself.
+Two reductions shrink the state graph, and neither changes the verdict, the set of reachable
+diagnostic kinds, or the length of the shortest counterexample of any kind:
+
+1. **Local moves are made at once (a persistent-set reduction).** A purely local line
+   (model.LOCAL_KINDS: `++pipe_state`, `commit_group`, a `wait_group` that can return, ...)
+   touches only its agent's own registers; it emits no diagnostic but `deadlock`, never enables
+   or disables another mover, stays enabled until made, and commutes with every other move. So
+   {that move} is a persistent set, and after every move the search makes all enabled local
+   moves (model.close). Every schedule of the full graph is a reordering of a reduced one with
+   the local moves moved earlier, plus local moves the schedule never made (the agent never
+   moved again). The state graph is acyclic (every move advances a program counter, a copy or
+   the tensor-core queue), so the cycle proviso holds trivially.
+
+   **Shortest counterexamples are kept exact by charging local moves late.** Moving a local move
+   earlier does not change a schedule's length, but the reduced search also makes local moves no
+   schedule needs (an agent that never moves again). So a local move costs nothing when made; it
+   is charged to its agent's next move (which then costs 1 + the agent's pending local moves).
+   The search is Dijkstra's algorithm with those costs (a bucket queue: costs are small
+   integers). For a diagnostic raised by a move of agent A from a state at cost d, the shortest
+   schedule has d + 1 + pending(A) steps: the counterexample is the reduced path with every
+   other agent's trailing, uncharged local moves dropped (they commute with everything, so what
+   is left is still a schedule, and it raises the same diagnostic). A deadlock needs every move
+   that was ever enabled, so its length is the cost of the deadlocked state plus all pending
+   local moves. Conversely every full schedule maps to a reduced path of cost equal to its
+   length, so these minima are the true shortest lengths. The reduced search and the unreduced
+   breadth-first search are compared by tests/check/test_reduction.py.
+
+2. **Symmetry and canonical order.** States are keyed with their in-flight TMA copies sorted and
+   identical agents (the consumers of a ring) renamed into a canonical order (model.Canonical).
+   Renamed states are bisimilar: they reach the same diagnostic kinds in the same number of steps.
+   A counterexample is rebuilt on concrete states by replaying, at each edge of the path, the move
+   whose successor has the recorded key.
+
+Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an estimate of
+`max_memory` bytes, or when cancelled, and reports how far it got.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from threading import Event
+
+from app.sim.config import PipelineConfig
+from app.sim.machine import RUNNING, Machine
+
+from .model import F_STATUS, Canonical, close, decode, local_lines
+
+DEADLOCK = "deadlock"
+NODE_OVERHEAD = 160
+"""Bytes per stored state besides its key: dict slot, list slot, cost and parent arrays."""
+CHECK_EVERY = 128
+"""Expansions between looks at the clock, the memory estimate and the cancel flag."""
+PROGRESS_EVERY_S = 0.2
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_states: int = 1_000_000
+    timeout_s: float = 20.0
+    max_memory: int = 1 << 30
+    """Bytes the stored states may take (an estimate: key bytes plus a fixed cost per state)."""
+
+
+@dataclass
+class Found:
+    """The best counterexample of one diagnostic kind seen so far."""
+
+    kind: str
+    steps: int
+    node: int
+    """The state the last move starts from (for a deadlock: the deadlocked state itself)."""
+    child: bytes | None
+    """The key of the state the last move leads to (None for a deadlock)."""
+
+
+@dataclass
+class Progress:
+    states: int
+    transitions: int
+    depth: int
+    frontier: int
+    elapsed_s: float
+
+
+@dataclass
+class Exploration:
+    """What one search found, and enough of the state graph to rebuild its counterexamples."""
+
+    cfg: PipelineConfig
+    reduced: bool
+    found: dict[str, Found] = field(default_factory=dict)
+    states: int = 0
+    transitions: int = 0
+    depth: int = 0
+    """Every state of cost below this was expanded (the whole graph when `complete`)."""
+    complete: bool = False
+    stopped_by: str | None = None
+    elapsed_s: float = 0.0
+    keys: list[bytes] = field(default_factory=list, repr=False)
+    parent: array = field(default_factory=lambda: array("q"), repr=False)
+    cost: array = field(default_factory=lambda: array("q"), repr=False)
+
+    @property
+    def verdict(self) -> str:
+        if not self.complete:
+            return "inconclusive"
+        return "unsafe" if self.found else "safe"
+
+    def is_shortest(self, kind: str) -> bool:
+        """Whether the counterexample for `kind` is known to be a shortest one."""
+        return self.complete or self.found[kind].steps <= self.depth
+
+
+class Explorer:
+    """One search over one configuration (see the module docstring)."""
+
+    def __init__(self, cfg: PipelineConfig, reduce: bool = True):
+        self.cfg = cfg
+        self.reduce = reduce
+        self.machine = Machine(cfg)
+        self.local = local_lines(self.machine, reduce)
+        self.canonical = Canonical(self.machine, symmetry=reduce)
+        if not reduce:
+            self.canonical.key = _plain_key
+
+    def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
+        """A machine in the initial state, local moves made; its pending counts; diagnostics."""
+        machine = Machine(self.cfg)
+        pend = [0] * machine.n_agents
+        diagnostics = close(machine, self.local, pend, moves)
+        return machine, pend, diagnostics
+
+    def successors(self, frozen: tuple, pend: list[int]):
+        """Every (move, edge cost, record, closing diagnostics, machine, pending counts) from a
+        state, in move order. The machine is reused: read it before asking for the next one."""
+        machine = self.machine
+        machine.thaw(frozen)
+        n_agents = machine.n_agents
+        for move in list(machine.ready):
+            machine.thaw(frozen)
+            record = machine.step(move)
+            after = list(pend)
+            if move < n_agents:
+                cost = 1 + after[move]
+                after[move] = 0
+            else:
+                cost = 1
+            closing = close(machine, self.local, after) if machine.status == RUNNING else []
+            yield move, cost, record, closing, machine, after
+
+    # ---------------------------------------------------------------------------- search
+
+    def explore(self, limits: Limits = Limits(), progress: Callable[[Progress], None] | None
+                = None, cancel: Event | None = None) -> Exploration:
+        """Expand states cheapest first until none is left or a limit is hit."""
+        start = time.perf_counter()
+        out = Exploration(self.cfg, self.reduce)
+        key_of = self.canonical.key
+        machine, pend, _ = self.root()
+        root_key = key_of(machine.freeze(), pend)
+        keys, parent = out.keys, out.parent
+        index = {root_key: 0}
+        keys.append(root_key)
+        parent.append(-1)
+        cost = out.cost
+        cost.append(0)
+        terminal = bytearray([machine.status != RUNNING])
+        buckets: dict[int, list[int]] = {0: [0]}
+        memory = len(root_key) + NODE_OVERHEAD
+        expanded = 0
+        next_report = start + PROGRESS_EVERY_S
+        while buckets:
+            current = min(buckets)
+            bucket = buckets.pop(current)
+            out.depth = current
+            for position, node in enumerate(bucket):
+                if cost[node] != current:
+                    continue  # queued again at a lower cost, and expanded then
+                frozen, node_pend = decode(keys[node])
+                if terminal[node]:
+                    if frozen[F_STATUS] == DEADLOCK:
+                        self._found(out, DEADLOCK, current + sum(node_pend), node, None)
+                    continue
+                expanded += 1
+                if expanded % CHECK_EVERY == 0:
+                    now = time.perf_counter()
+                    stop = _limit_hit(limits, len(keys), memory, now - start, cancel)
+                    if stop:
+                        out.stopped_by = stop
+                        return self._finish(out, start)
+                    if progress is not None and now >= next_report:
+                        next_report = now + PROGRESS_EVERY_S
+                        queued = sum(map(len, buckets.values())) + len(bucket) - position
+                        progress(Progress(len(keys), out.transitions, current, queued,
+                                          now - start))
+                for _, step_cost, record, closing, machine, after in \
+                        self.successors(frozen, node_pend):
+                    out.transitions += 1
+                    reached = current + step_cost
+                    key = key_of(machine.freeze(), after)
+                    for diagnostic in record["diagnostics"]:
+                        if diagnostic["kind"] != DEADLOCK:
+                            self._found(out, diagnostic["kind"], reached, node, key)
+                    if closing and any(d["kind"] != DEADLOCK for d in closing):
+                        raise AssertionError(f"a local move raised {closing}: LOCAL_KINDS does "
+                                             "not match this engine")
+                    child = index.get(key)
+                    if child is None:
+                        child = len(keys)
+                        index[key] = child
+                        keys.append(key)
+                        parent.append(node)
+                        cost.append(reached)
+                        terminal.append(machine.status != RUNNING)
+                        memory += len(key) + NODE_OVERHEAD
+                    elif reached < cost[child]:
+                        cost[child] = reached
+                        parent[child] = node
+                    else:
+                        continue
+                    buckets.setdefault(reached, []).append(child)
+        out.complete = True
+        out.depth += 1
+        return self._finish(out, start)
+
+    def _finish(self, out: Exploration, start: float) -> Exploration:
+        out.states = len(out.keys)
+        out.elapsed_s = time.perf_counter() - start
+        return out
+
+    @staticmethod
+    def _found(out: Exploration, kind: str, steps: int, node: int, child: bytes | None) -> None:
+        best = out.found.get(kind)
+        if best is None or steps < best.steps:
+            out.found[kind] = Found(kind, steps, node, child)
+
+    # ----------------------------------------------------------------- counterexamples
+
+    def schedule(self, out: Exploration, kind: str) -> list[str]:
+        """The shortest schedule found for `kind`, as mover names (`Schedule('manual')` form).
+
+        Replays the path of keys on concrete machines (a key may name a renamed state, so at
+        each edge the move whose successor has the next key is looked for), then drops the local
+        moves no later move needs (see the module docstring).
+        """
+        found = out.found[kind]
+        path: list[tuple[bytes, int, str | None]] = []  # (key, cost, kind the move must raise)
+        if found.child is not None:
+            path.append((found.child, found.steps, kind))
+        node = found.node
+        while node != -1:
+            path.append((out.keys[node], out.cost[node], None))
+            node = out.parent[node]
+        path.reverse()
+        key_of = self.canonical.key
+        log: list[tuple[str, int | None, bool]] = []  # (mover, agent or None, local?)
+        machine = Machine(self.cfg)
+        pend = [0] * machine.n_agents
+        self._close_logged(machine, pend, log)
+        if key_of(machine.freeze(), pend) != path[0][0]:
+            raise AssertionError("the initial state does not match the search's root")
+        at_cost = 0
+        for target, target_cost, raises in path[1:]:
+            frozen = machine.freeze()
+            for move in list(machine.ready):
+                trial = Machine(self.cfg)
+                trial.thaw(frozen, machine.step_no)
+                trial_pend, trial_log = list(pend), []
+                is_agent = move < trial.n_agents
+                trial_log.append((trial.moves()[move], move if is_agent else None, False))
+                record = trial.step(move)
+                step_cost = 1
+                if is_agent:
+                    step_cost += trial_pend[move]
+                    trial_pend[move] = 0
+                if at_cost + step_cost != target_cost:
+                    continue
+                if raises and not any(d["kind"] == raises for d in record["diagnostics"]):
+                    continue
+                self._close_logged(trial, trial_pend, trial_log)
+                if key_of(trial.freeze(), trial_pend) == target:
+                    machine, pend, at_cost = trial, trial_pend, target_cost
+                    log.extend(trial_log)
+                    break
+            else:
+                raise AssertionError("no move leads to the next state of the counterexample")
+        if kind == DEADLOCK:
+            return [name for name, _, _ in log]
+        return _drop_unneeded_locals(log)
+
+    def _close_logged(self, machine: Machine, pend: list[int], log: list) -> None:
+        if machine.status != RUNNING:
+            return
+        made: list[int] = []
+        close(machine, self.local, pend, made)
+        log.extend((machine.agents[a].name, a, True) for a in made)
+
+
+def _drop_unneeded_locals(log: list[tuple[str, int | None, bool]]) -> list[str]:
+    """Drop each agent's local moves made after its last other move: no later move needs them.
+
+    The last move (the one that raised the diagnostic) is never local, so it is kept.
+    """
+    last_other: dict[int, int] = {}
+    for i, (_, agent, local) in enumerate(log):
+        if agent is not None and not local:
+            last_other[agent] = i
+    return [name for i, (name, agent, local) in enumerate(log)
+            if not local or i < last_other.get(agent, -1)]
+
+
+def _plain_key(frozen: tuple, pend: list[int]) -> bytes:
+    import marshal
+
+    return marshal.dumps((frozen, tuple(pend)))
+
+
+def _limit_hit(limits: Limits, states: int, memory: int, elapsed: float,
+               cancel: Event | None) -> str | None:
+    if cancel is not None and cancel.is_set():
+        return "cancelled"
+    if states >= limits.max_states:
+        return "max_states"
+    if elapsed >= limits.timeout_s:
+        return "timeout"
+    if memory >= limits.max_memory:
+        return "memory"
+    return None

@@ -1,0 +1,150 @@
+"""The checker's view of one engine state: which moves are purely local (and may be made at once),
+and the canonical key under which states are deduplicated (TMA copies in any order, identical
+agents in any order).
+
+Nothing here changes what a move does: moves are always made by `Machine.step`. This module only
+knows *which parts of the state* a kind of program line touches (see `LOCAL_KINDS`) and how the
+frozen state (`Machine.freeze()`) names agents, so that it can rename identical ones. Both facts
+are checked against the engine by tests/check/test_model.py on every reachable state of small
+configurations.
+"""
+
+from __future__ import annotations
+
+import marshal
+from itertools import permutations, product
+
+from app.sim.machine import OP_AGENT, PC, RUNNING, Machine
+
+LOCAL_KINDS = frozenset({"advance", "bulk_commit", "bulk_wait_read", "bulk_wait_all", "nop",
+                         "st_global"})
+"""Program lines whose move touches only the moving agent's own registers and program counter.
+
+`++pipe_state` (advance), `cp.async.bulk.commit_group` (the agent's own group counter, read only
+by its own later lines), `cp.async.bulk.wait_group[.read]` once it can return (it only moves the
+program counter, and it stays able to return: other movers only ever finish bulk stores), and lines
+that do nothing to shared state (`st.global`, a missing commit). Such a move never emits a
+diagnostic other than `deadlock`, never enables or disables another mover, and commutes with
+every other move. `tma_store` and `tcgen05.mma`/`commit` are left out on purpose: they create work
+another mover (the TMA engine, the tensor core) later performs, so they are not purely local.
+"""
+
+# The layout of `Machine.freeze()`.
+F_OWED, F_REGS, F_TMA, F_BULK, F_STATUS = 3, 4, 5, 6, 9
+
+
+def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...], ...]:
+    """Per agent, per program counter: is the line there purely local? (One past the end: no.)"""
+    return tuple(
+        tuple(reduce and instr.kind in LOCAL_KINDS for instr in agent.program) + (False,)
+        for agent in machine.agents
+    )
+
+
+def close(machine: Machine, local: tuple, pend: list[int], moves: list | None = None) -> list:
+    """Make every enabled purely-local move, lowest agent first, until none is left.
+
+    `pend[a]` counts the local moves agent `a` has made since its last other move (the search
+    charges them to the agent's next move, see engine.py). Returns the diagnostics these moves
+    emitted (only ever `deadlock`: the local move was the last thing that could move).
+    `moves`, when given, collects the move numbers made.
+    """
+    diagnostics = []
+    n_agents = machine.n_agents
+    regs = machine.regs
+    while machine.status == RUNNING:
+        for a in machine.ready:
+            if a >= n_agents:
+                return diagnostics
+            if local[a][regs[a][PC]]:
+                record = machine.step(a)
+                pend[a] += 1
+                if moves is not None:
+                    moves.append(a)
+                if record["diagnostics"]:
+                    diagnostics.extend(record["diagnostics"])
+                break
+        else:
+            return diagnostics
+    return diagnostics
+
+
+class Canonical:
+    """Turns a machine state plus the search's pending-move counts into a canonical key (bytes).
+
+    Two states get the same key exactly when one is the other with its in-flight TMA copies
+    listed in another order and/or its identical agents renamed. Both are behaviourally
+    irrelevant: a copy's chunk moves depend only on that copy, and agents with the same program
+    (the consumers of a ring) differ only in name and in the bit they clear in a tile's owed mask.
+    Renamed states reach the same diagnostic kinds in the same number of steps, so the search may
+    keep one of them. The key is also a valid frozen state: `thaw` accepts it.
+    """
+
+    def __init__(self, machine: Machine, symmetry: bool = True):
+        self.n_agents = machine.n_agents
+        self.groups: list[tuple[int, ...]] = []
+        if symmetry:
+            seen: dict[tuple, list[int]] = {}
+            for a, agent in enumerate(machine.agents):
+                seen.setdefault((agent.role, agent.program, agent.loop_start), []).append(a)
+            self.groups = [tuple(g) for g in seen.values() if len(g) > 1]
+        self.bit = [agent.consumer_bit for agent in machine.agents]
+
+    def key(self, frozen: tuple, pend: list[int]) -> bytes:
+        if not self.groups:
+            if len(frozen[F_TMA]) > 1:
+                frozen = (*frozen[:F_TMA], tuple(sorted(frozen[F_TMA])), *frozen[F_TMA + 1:])
+            return marshal.dumps((frozen, tuple(pend)))
+        return marshal.dumps(min(self._renamed(frozen, pend, perm)
+                                 for perm in self._candidates(frozen, pend)))
+
+    def _candidates(self, frozen: tuple, pend: list[int]):
+        """The renamings that sort each group by (registers, bulk groups, pending moves).
+
+        Only agents with equal signatures leave a choice; every way to order those is tried and
+        the smallest key wins, so the key is the same for every renaming of a state.
+        """
+        regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        per_group = []
+        for group in self.groups:
+            ranked = sorted(group, key=lambda a: (regs[a], bulk[a], pend[a]))
+            ties: list[list[int]] = []
+            for a in ranked:
+                if ties and (regs[a], bulk[a], pend[a]) == (regs[ties[-1][0]], bulk[ties[-1][0]],
+                                                            pend[ties[-1][0]]):
+                    ties[-1].append(a)
+                else:
+                    ties.append([a])
+            orders = [list(permutations(tie)) for tie in ties]
+            per_group.append([(group, sum(choice, ())) for choice in product(*orders)])
+        for choices in product(*per_group):
+            perm = list(range(self.n_agents))
+            for group, order in choices:
+                for slot, a in zip(group, order, strict=True):
+                    perm[a] = slot
+            yield perm
+
+    def _renamed(self, frozen: tuple, pend: list[int], perm: list[int]) -> tuple:
+        """The state with agent `a` renamed `perm[a]` (owed masks and store copies follow)."""
+        barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, mma_done, status = frozen
+        n = self.n_agents
+        new_regs, new_bulk, new_pend = [None] * n, [0] * n, [0] * n
+        for a in range(n):
+            new_regs[perm[a]], new_bulk[perm[a]], new_pend[perm[a]] = regs[a], bulk[a], pend[a]
+        bit = self.bit
+        remap = {bit[a]: bit[perm[a]] for a in range(n) if bit[a]}
+        new_owed = tuple(
+            (tile, sum(to for frm, to in remap.items() if mask & frm) | (mask & ~sum(remap)))
+            for tile, mask in owed
+        )
+        new_tma = tuple(sorted(
+            (*op[:OP_AGENT], perm[op[OP_AGENT]], *op[OP_AGENT + 1:]) for op in tma
+        ))
+        return ((barriers, chunks, stage_tile, new_owed, tuple(new_regs), new_tma,
+                 tuple(new_bulk), tensor_core, mma_done, status), tuple(new_pend))
+
+
+def decode(key: bytes) -> tuple[tuple, list[int]]:
+    """The frozen state and pending-move counts a key was made from."""
+    frozen, pend = marshal.loads(key)
+    return frozen, list(pend)
