@@ -69,7 +69,9 @@ export function showPair(page, left, right, {step = 0, names = ["correct", "bugg
     const view = new RunView(root, {onSeek: (s) => player.seek(s)});
     view.setLayout(makeLayout(side.doc.layout, side.doc.scenario));
     view.setDiagnostics(side.doc.diagnostics);
-    view.setTimeline(timelineOf(side.doc));
+    const model = timelineOf(side.doc);
+    model.scaleTotal = total;  // one x scale for both runs, so the same step lines up
+    view.setTimeline(model);
     const title = root.querySelector(".run-title");
     if (title && side.title) title.textContent = side.title;
     return view;

@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import json
 import os
+import secrets
 import time
 import zlib
 from collections import OrderedDict
@@ -30,10 +31,12 @@ from typing import Annotated
 from fastapi import (
     APIRouter,
     Body,
+    Depends,
     HTTPException,
     Path,
     Query,
     Request,
+    Response,
     WebSocket,
     WebSocketDisconnect,
 )
@@ -49,7 +52,15 @@ from app.sim.machine import Machine, MoveError
 from app.sim.schedule import Schedule
 from app.sim.trace import CHECKPOINT_EVERY, Run
 
-router = APIRouter(prefix="/sessions", tags=["sessions"])
+WORKER = secrets.token_hex(4)
+"""This process's name in the `X-Worker` header: shows which worker answered (tests, ops)."""
+
+
+def _worker_header(response: Response) -> None:
+    response.headers["x-worker"] = WORKER
+
+
+router = APIRouter(prefix="/sessions", tags=["sessions"], dependencies=[Depends(_worker_header)])
 
 SESSION_STEP_LIMIT = 100_000
 """A session's run stops here (status `step_limit`); GET /traces serves longer runs in windows."""

@@ -13,7 +13,7 @@ const MARKER_LIMIT = 3000;
 function geometry(model, width) {
   const gutter = width < 520 ? 100 : 138;
   const inner = Math.max(40, width - gutter - 14);
-  const total = Math.max(1, model.shown || model.total);
+  const total = Math.max(1, model.scaleTotal || model.shown || model.total);
   let x;
   if (model.times) {
     const t0 = model.times[0];
