@@ -317,8 +317,10 @@ def run_capture(cfg: CaptureConfig) -> dict:
         args = (dst, u64(log.device_ptr), u64(summary.device_ptr), u32(cfg.tiles),
                 u32(cfg.tile_bytes), u32(cfg.stages), u32(cfg.flags), u32(cfg.log_ctas), u32(cap))
     raw["launch"].update({"kernel": name, "grid": cfg.ctas, "block": threads,
+                          "l2_evicted_bytes": L2_EVICT_BYTES,
                           "smem_bytes": cfg.smem_bytes, "deadline_cycles": int(deadline),
                           "log_cap": cap, "flags": cfg.flags})
+    _evict_l2()
     cupy.cuda.Device(0).synchronize()
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     raw["captured_at"] = _now()
@@ -336,6 +338,19 @@ def run_capture(cfg: CaptureConfig) -> dict:
     if raw["error"] is None:
         raw["dst"] = _dst_report(cupy.asnumpy(dst), expected, cfg)
     return raw
+
+
+L2_EVICT_BYTES = 256 << 20
+"""Bytes written just before a capture: several times the H200's L2, so the source tiles come
+from HBM as they would in a real kernel, not from the L2 that uploading them left them in."""
+
+
+def _evict_l2() -> None:
+    import cupy
+    scratch = cupy.empty(L2_EVICT_BYTES // 4, dtype=cupy.uint32)
+    scratch.fill(0x5A5A5A5A)
+    cupy.cuda.Device(0).synchronize()
+    del scratch
 
 
 def _cuda_error_name(exc: Exception) -> str:
