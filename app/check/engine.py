@@ -52,7 +52,7 @@ from threading import Event
 from app.sim.config import PipelineConfig
 from app.sim.machine import RUNNING, Machine
 
-from .model import F_STATUS, Canonical, close, decode, local_lines
+from .model import F_STATUS, Canonical, close, decode, local_lines, plain_key
 
 DEADLOCK = "deadlock"
 NODE_OVERHEAD = 160
@@ -130,7 +130,7 @@ class Explorer:
         self.local = local_lines(self.machine, reduce)
         self.canonical = Canonical(self.machine, symmetry=reduce)
         if not reduce:
-            self.canonical.key = _plain_key
+            self.canonical.key = plain_key
 
     def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
         """A machine in the initial state, local moves made; its pending counts; diagnostics."""
@@ -145,8 +145,9 @@ class Explorer:
         machine = self.machine
         machine.thaw(frozen)
         n_agents = machine.n_agents
-        for move in list(machine.ready):
-            machine.thaw(frozen)
+        for i, move in enumerate(list(machine.ready)):
+            if i:
+                machine.thaw(frozen)
             record = machine.step(move)
             after = list(pend)
             if move < n_agents:
@@ -316,12 +317,6 @@ def _drop_unneeded_locals(log: list[tuple[str, int | None, bool]]) -> list[str]:
             last_other[agent] = i
     return [name for i, (name, agent, local) in enumerate(log)
             if not local or i < last_other.get(agent, -1)]
-
-
-def _plain_key(frozen: tuple, pend: list[int]) -> bytes:
-    import marshal
-
-    return marshal.dumps((frozen, tuple(pend)))
 
 
 def _limit_hit(limits: Limits, states: int, memory: int, elapsed: float,

@@ -29,6 +29,10 @@ every other move. `tma_store` and `tcgen05.mma`/`commit` are left out on purpose
 another mover (the TMA engine, the tensor core) later performs, so they are not purely local.
 """
 
+KEY_FORMAT = 2
+"""marshal format 2: it writes equal values as equal bytes. Formats 3 and later write an object
+seen before as a back-reference, so the bytes would depend on which tuples happen to be shared."""
+
 # The layout of `Machine.freeze()`.
 F_OWED, F_REGS, F_TMA, F_BULK, F_STATUS = 3, 4, 5, 6, 9
 
@@ -89,14 +93,30 @@ class Canonical:
                 seen.setdefault((agent.role, agent.program, agent.loop_start), []).append(a)
             self.groups = [tuple(g) for g in seen.values() if len(g) > 1]
         self.bit = [agent.consumer_bit for agent in machine.agents]
+        self.all_bits = sum(self.bit)
+        self.mask_limit = 1 << self.all_bits.bit_length()
+        self._tables: dict[tuple[int, ...], list[int]] = {}
 
     def key(self, frozen: tuple, pend: list[int]) -> bytes:
-        if not self.groups:
-            if len(frozen[F_TMA]) > 1:
-                frozen = (*frozen[:F_TMA], tuple(sorted(frozen[F_TMA])), *frozen[F_TMA + 1:])
-            return marshal.dumps((frozen, tuple(pend)))
-        return marshal.dumps(min(self._renamed(frozen, pend, perm)
-                                 for perm in self._candidates(frozen, pend)))
+        if self.groups and not self._in_order(frozen, pend):
+            return marshal.dumps(min(self._renamed(frozen, pend, perm)
+                                     for perm in self._candidates(frozen, pend)), KEY_FORMAT)
+        # No renaming needed: each group is already in strictly increasing order.
+        tma = frozen[F_TMA]
+        if len(tma) > 1:
+            frozen = (*frozen[:F_TMA], tuple(sorted(tma)), *frozen[F_TMA + 1:])
+        return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
+
+    def _in_order(self, frozen: tuple, pend: list[int]) -> bool:
+        regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        for group in self.groups:
+            previous = None
+            for a in group:
+                signature = (regs[a], bulk[a], pend[a])
+                if previous is not None and signature <= previous:
+                    return False
+                previous = signature
+        return True
 
     def _candidates(self, frozen: tuple, pend: list[int]):
         """The renamings that sort each group by (registers, bulk groups, pending moves).
@@ -122,26 +142,42 @@ class Canonical:
             for group, order in choices:
                 for slot, a in zip(group, order, strict=True):
                     perm[a] = slot
-            yield perm
+            yield tuple(perm)
 
-    def _renamed(self, frozen: tuple, pend: list[int], perm: list[int]) -> tuple:
+    def _mask_table(self, perm: tuple[int, ...]) -> list[int]:
+        """Owed masks under a renaming: table[mask] is the mask with each agent's bit moved."""
+        table = self._tables.get(perm)
+        if table is None:
+            bit = self.bit
+            table = []
+            for mask in range(self.mask_limit):
+                moved = mask & ~self.all_bits
+                for a, to in enumerate(perm):
+                    if bit[a] and mask & bit[a]:
+                        moved |= bit[to]
+                table.append(moved)
+            self._tables[perm] = table
+        return table
+
+    def _renamed(self, frozen: tuple, pend: list[int], perm: tuple[int, ...]) -> tuple:
         """The state with agent `a` renamed `perm[a]` (owed masks and store copies follow)."""
         barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, mma_done, status = frozen
         n = self.n_agents
         new_regs, new_bulk, new_pend = [None] * n, [0] * n, [0] * n
-        for a in range(n):
-            new_regs[perm[a]], new_bulk[perm[a]], new_pend[perm[a]] = regs[a], bulk[a], pend[a]
-        bit = self.bit
-        remap = {bit[a]: bit[perm[a]] for a in range(n) if bit[a]}
-        new_owed = tuple(
-            (tile, sum(to for frm, to in remap.items() if mask & frm) | (mask & ~sum(remap)))
-            for tile, mask in owed
-        )
+        for a, to in enumerate(perm):
+            new_regs[to], new_bulk[to], new_pend[to] = regs[a], bulk[a], pend[a]
+        table = self._mask_table(perm)
+        new_owed = tuple((tile, table[mask]) for tile, mask in owed)
         new_tma = tuple(sorted(
             (*op[:OP_AGENT], perm[op[OP_AGENT]], *op[OP_AGENT + 1:]) for op in tma
         ))
         return ((barriers, chunks, stage_tile, new_owed, tuple(new_regs), new_tma,
                  tuple(new_bulk), tensor_core, mma_done, status), tuple(new_pend))
+
+
+def plain_key(frozen: tuple, pend: list[int]) -> bytes:
+    """The key without reductions: the frozen state as it is (the unreduced search uses it)."""
+    return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
 
 
 def decode(key: bytes) -> tuple[tuple, list[int]]:
