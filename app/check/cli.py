@@ -1,0 +1,136 @@
+"""`mbarrier-inspector check SCENARIO [params] [--bugs a,b]`: explore every schedule and say whether
+the pipeline is safe, or print the shortest schedule that reaches each diagnostic kind.
+
+A progress bar on stderr shows how much of the state or time budget is spent. Exit status: 0 safe,
+1 unsafe, 2 inconclusive (a limit stopped the search); argparse's own errors also exit with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from app.cli import add_config_arguments, config_params, print_summary
+from app.scenarios import ParamError
+from app.sim.schedule import Schedule
+from app.sim.trace import Run
+
+from .engine import Limits, Progress
+from .service import (
+    DEFAULT_MAX_STATES,
+    DEFAULT_TIMEOUT_S,
+    MAX_MEMORY,
+    check_config,
+    scenario_for,
+)
+
+EXIT = {"safe": 0, "unsafe": 1, "inconclusive": 2}
+BAR_WIDTH = 24
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "check", help="explore every schedule: safe, or the shortest failing schedule per kind",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_arguments(parser)
+    parser.add_argument("--max-states", type=int, default=DEFAULT_MAX_STATES,
+                        help=f"stop after this many states (default {DEFAULT_MAX_STATES:,})")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                        help=f"stop after this many seconds (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--json", action="store_true",
+                        help="print the whole answer (with trace documents) as JSON")
+    parser.add_argument("--steps", action="store_true",
+                        help="print each counterexample as a step table")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-reduction", action="store_true",
+                        help="plain breadth-first search over every state (for comparison)")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    scenario = scenario_for(args.scenario)
+    cfg = scenario.resolve(config_params(args), args.bugs)
+    if args.max_states < 1:
+        raise ParamError("max_states", "--max-states must be at least 1")
+    if args.timeout <= 0:
+        raise ParamError("timeout_s", "--timeout must be more than 0 seconds")
+    limits = Limits(args.max_states, args.timeout, MAX_MEMORY)
+    bar = None if args.no_progress else ProgressBar(limits, sys.stderr)
+    result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction)
+    if bar is not None:
+        bar.finish(result)
+    if args.json:
+        json.dump(result, sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
+    else:
+        print_result(result, scenario.id, args.steps, cfg)
+    return EXIT[result["verdict"]]
+
+
+def say(text: str = "") -> None:
+    """One line on stdout (the answer; progress goes to stderr)."""
+    sys.stdout.write(text + "\n")
+
+
+def print_result(result: dict, scenario_id: str, steps: bool, cfg) -> None:
+    say(result["message"])
+    say(f"{result['states_explored']:,} states, {result['transitions']:,} moves tried, "
+          f"{result['elapsed_s']:.2f} s")
+    for violation in result["violations"]:
+        note = "" if violation["shortest"] else " (a shorter one may exist)"
+        say(f"\n{violation['kind']}: {violation['steps']} steps{note}")
+        say(f"  {violation['diagnostic']['message']}")
+        moves = violation["trace"]["scenario"]["schedule"]["moves"]
+        say(f"  replay: {replay_command(scenario_id, violation['trace'], moves)}")
+        if steps:
+            run = Run(cfg, Schedule("manual", moves=tuple(moves)))
+            for mover in moves:
+                run.append(run.machine.resolve(mover))
+            print_summary(run)
+
+
+def replay_command(scenario_id: str, trace: dict, moves: list[str]) -> str:
+    """The `trace` command line that shows this counterexample step by step."""
+    params = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in
+                      trace["scenario"]["params"].items())
+    bugs = trace["scenario"]["bugs"]
+    bug_flag = f" --bugs {','.join(bugs)}" if bugs else ""
+    return (f"mbarrier-inspector trace {scenario_id} {params}{bug_flag} --schedule manual "
+            f"--summary --moves {','.join(moves)}")
+
+
+class ProgressBar:
+    """`[#####.....] 12,345 states  depth 40  1.2 s` on one line of stderr, redrawn in place on a
+    terminal; elsewhere (a log file, a pipe) one line at most every few seconds."""
+
+    def __init__(self, limits: Limits, stream):
+        self.limits = limits
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last_line = 0.0
+        self.drawn = False
+
+    def __call__(self, p: Progress) -> None:
+        now = time.monotonic()
+        if not self.tty and now - self.last_line < 5.0:
+            return
+        self.last_line = now
+        used = max(p.states / self.limits.max_states, p.elapsed_s / self.limits.timeout_s)
+        filled = min(BAR_WIDTH, int(used * BAR_WIDTH))
+        line = (f"checking [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {p.states:,} states  "
+                f"depth {p.depth}  {p.elapsed_s:.1f} s")
+        if self.tty:
+            self.stream.write("\r" + line + "\x1b[K")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self.drawn = True
+
+    def finish(self, result: dict) -> None:
+        end = "\r\x1b[K" if self.tty and self.drawn else ""
+        self.stream.write(f"{end}checked {result['states_explored']:,} states in "
+                          f"{result['elapsed_s']:.2f} s: {result['verdict']}\n")
+        self.stream.flush()
