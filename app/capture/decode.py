@@ -694,11 +694,12 @@ class Decoder:
             held = "had never been written (0xffffffff)"
         else:
             owner = (first_value >> 16) - r.cta * self.tiles
-            held = f"held tile {owner}'s words" if (first_value & 0xFFFF) == first_bad else \
-                f"held 0x{first_value:08x}"
+            when = "an earlier tile" if owner < r.tile else "a later tile: overwritten"
+            held = (f"held tile {owner}'s word ({when})" if (first_value & 0xFFFF) == first_bad
+                    else f"held 0x{first_value:08x}")
         parts = []
         if stale:
-            parts.append(f"{stale} from an earlier tile")
+            parts.append(f"{stale} from another tile")
         if poison:
             parts.append(f"{poison} never written")
         mix = f" ({', '.join(parts)})" if parts else ""
@@ -817,8 +818,8 @@ class Decoder:
             first = first or w["barrier"]
             parts.append(f"{agent.name} gave up waiting on {w['barrier']} parity {w['parity']} "
                          f"(the model has its parity at {barrier.parity}, "
-                         f"{barrier.pending_arrivals} arrivals and {barrier.tx_count} bytes "
-                         f"pending)")
+                         f"{_count(barrier.pending_arrivals, 'arrival')} and "
+                         f"{barrier.tx_count} bytes pending)")
         timeout = self.cfg.get("timeout_us")
         message = (f"Work remains and no agent can move: {'; '.join(parts)}. The kernel's "
                    f"bounded waits gave up after {timeout:g} us each, so it ended instead of "
@@ -828,8 +829,12 @@ class Decoder:
 
     def _trap(self, error: dict, clock: int) -> None:
         why = self._predict_trap()
+        ctas = int(self.cfg.get("ctas", 1))
+        if not why and ctas > 1:
+            why = (f" Nothing in CTA 0's log explains it: the trap may well have come from one "
+                   f"of the other {ctas - 1} CTAs running the same code.")
         message = (f"The kernel trapped ({error.get('name')}: the CUDA context was lost) after "
-                   f"the last logged event; events after it were never logged.{why}")
+                   f"the last logged event of CTA 0; events after it were never logged.{why}")
         d = self.diag("hardware_trap", message, list(self.agents), rule=error.get("name"))
         self._attach_final(d, clock, {"kind": "trap", "error": error.get("name")})
 
@@ -855,18 +860,18 @@ class Decoder:
         barrier = self.replay.barriers[stage]
         name = self.barrier_names[stage]
         if barrier.pending_arrivals < 1:
-            return (f" The model points at {producer.name}'s next operation: its wait on "
-                    f"empty_barrier[{stage}] passes at once, and mbarrier.arrive.expect_tx on "
-                    f"{name} for tile {tile} is then a second arrive in one phase: {name} has no "
-                    f"arrivals pending and {barrier.tx_count} bytes of the previous copy still "
-                    f"in flight (over_arrival), which PTX leaves undefined and this GPU traps on."
-                    if kind == "arrive_expect_tx" and producer.role == "producer" else
-                    f" The model points at {producer.name}'s next mbarrier.arrive.expect_tx on "
-                    f"{name} for tile {tile}: a second arrive in one phase (over_arrival).")
+            waits = "wait_empty" in producer.lines
+            first = (f"its wait on empty_barrier[{stage}] passes at once, and " if waits
+                     else "")
+            return (f" The model points at {producer.name}'s next operation: {first}"
+                    f"mbarrier.arrive.expect_tx on {name} for tile {tile} is a second arrive in "
+                    f"one phase: {name} has no arrivals pending and {barrier.tx_count} bytes of "
+                    f"the previous copy still in flight (over_arrival), which PTX leaves "
+                    f"undefined and this GPU traps on.")
         return (f" {producer.name}'s next operation was mbarrier.arrive.expect_tx on {name} for "
-                f"tile {tile}; the model has {barrier.pending_arrivals} arrival pending and "
-                f"{barrier.tx_count} bytes in flight there, so the trap most likely came from "
-                f"bytes landing beyond what the phase expected.")
+                f"tile {tile}; the model has {_count(barrier.pending_arrivals, 'arrival')} "
+                f"pending and {barrier.tx_count} bytes in flight there, so the trap most likely "
+                f"came from bytes landing beyond what the phase expected.")
 
     def _attach_final(self, d: dict, clock: int, event: dict | None = None) -> None:
         if not self.steps:
@@ -980,6 +985,10 @@ class Decoder:
             "status": self.status,
             "diagnostics": self.diagnostics,
         }
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _spans(values: list[int]) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ log = logging.getLogger("mbarrier_inspector.capture")
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "traces"
+RAW = TRACES / "raw"
 
 SM_COUNT = 132
 """One CTA per SM of an H200 for the runs that count how many CTAs fail."""
@@ -47,10 +48,10 @@ CAPTURES: dict[str, dict] = {
         scenario="double_buffer_tma", stages=1, tiles=12, bugs=["forget_phase_toggle"],
         ctas=SM_COUNT),
     "double_buffer_tma_forget_producer_phase_toggle": dict(
-        scenario="double_buffer_tma", stages=1, tiles=8, bugs=["forget_producer_phase_toggle"],
-        ctas=SM_COUNT),
-    "double_buffer_tma_forget_producer_phase_toggle_2stage": dict(
         scenario="double_buffer_tma", stages=2, tiles=8, bugs=["forget_producer_phase_toggle"],
+        ctas=SM_COUNT),
+    "double_buffer_tma_forget_producer_phase_toggle_1stage": dict(
+        scenario="double_buffer_tma", stages=1, tiles=8, bugs=["forget_producer_phase_toggle"],
         ctas=SM_COUNT),
     "double_buffer_tma_producer_skips_empty_wait": dict(
         scenario="double_buffer_tma", stages=1, tiles=8, bugs=["producer_skips_empty_wait"],
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated capture names")
     parser.add_argument("--out-dir", default=str(TRACES))
-    parser.add_argument("--raw-dir", default="", help="also keep each raw log here")
+    parser.add_argument("--raw-dir", default=str(RAW), help="where raw logs are kept and read")
     parser.add_argument("--decode-only", action="store_true",
                         help="rebuild traces from the raw logs in --raw-dir (no GPU)")
     parser.add_argument("--no-bandwidth", action="store_true")

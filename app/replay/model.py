@@ -5,8 +5,9 @@ What a GPU log shows is not the whole story: the bytes of a bulk copy land (each
 `cp.async.bulk` load as in flight, and lands them only when an observation needs them: before each
 logged operation that returned something (an arrive's token: the parity and pending arrivals of the
 phase it arrived on; a `try_wait.parity` result; a tile read whose words were all correct), it lands
-the fewest in-flight chunks that make the model agree with what the hardware returned. Landing more
-later is always possible and landing less is not, so the fewest is the choice that explains the most.
+the fewest in-flight chunks that make the model agree with what the hardware returned. Landing
+more later is always possible and landing less is not, so the fewest explains the most. One bound
+holds the other way: a copy issued more than about 100 us before an observation has landed by then.
 An observation no number of landings explains is a *divergence*: the hardware did something the
 barrier model (shared SEMANTICS.md) says it cannot.
 
@@ -28,6 +29,10 @@ ARRIVES = ("arrive", "arrive_expect_tx")
 REORDER_WINDOW = 2000
 """Cycles within which two agents' arrives on one barrier count as concurrent."""
 LOOKAHEAD = 4
+LANDING_BOUND = 200_000
+"""Cycles (about 100 us) after which an issued copy has certainly landed: a bulk copy of a tile
+takes about a microsecond, so no observation may be explained by bytes that stayed in flight this
+long."""
 
 
 @dataclass
@@ -81,6 +86,7 @@ class _Load:
     barrier: int
     chunk_bytes: int
     pending: list[int]
+    issued: int = 0
 
 
 class Replay:
@@ -148,14 +154,15 @@ class Replay:
     def _describe(self, op: Op) -> str:
         barrier = self.barriers[op.barrier]
         name = self.names[op.barrier]
-        state = (f"the model has {name} at parity {barrier.parity} with "
-                 f"{barrier.pending_arrivals} arrivals and {barrier.tx_count} bytes pending")
-        flight = len(self.in_flight(op.barrier))
+        pending = barrier.pending_arrivals
+        state = (f"the model has {name} at parity {barrier.parity} with {pending} "
+                 f"arrival{'' if pending == 1 else 's'} and {barrier.tx_count} bytes pending")
+        flight = len(self.in_flight(op.barrier)) if self.infer else 0
         extra = f" and {flight} chunks in flight" if flight else ""
         if op.kind == "wait":
             got = "returned" if op.wait_complete else "timed out"
             return (f"{op.agent}'s try_wait.parity {op.value} on {name} {got}, but {state}"
-                    f"{extra}: no landing of those chunks explains it.")
+                    f"{extra}: no landing of the copies in flight explains it.")
         return (f"{op.agent}'s {op.kind} on {name} returned a token of parity "
                 f"{op.token_parity} with {op.token_pending} arrivals pending, but {state}{extra}.")
 
@@ -168,6 +175,8 @@ class Replay:
         i = 0
         while i < len(ops):
             op = ops[i]
+            if self.infer and (op.kind in ("read", "wait") or op.kind in ARRIVES):
+                yield from self._land_overdue(op.clock)
             if op.kind == "read" and op.load in self.loads and self.infer:
                 for c in op.good_chunks:
                     if c in self.loads[op.load].pending:
@@ -194,6 +203,13 @@ class Replay:
             self._apply(op, action)
             yield action
             i += 1
+
+    def _land_overdue(self, clock: int) -> Iterator[Action]:
+        """Land every chunk issued more than LANDING_BOUND cycles before `clock`."""
+        for b in sorted(self.order):
+            for load, c in self.in_flight(b):
+                if clock - self.loads[load].issued > LANDING_BOUND:
+                    yield self._land(load, c)
 
     def _concurrent_partner(self, ops: list[Op], i: int) -> int | None:
         op = ops[i]
@@ -232,7 +248,8 @@ class Replay:
 
     def _apply(self, op: Op, action: Action) -> None:
         if op.kind == "tma_load":
-            self.loads[op.load] = _Load(op.barrier, op.chunk_bytes, list(range(op.chunks)))
+            self.loads[op.load] = _Load(op.barrier, op.chunk_bytes, list(range(op.chunks)),
+                                        op.clock)
             self.order.setdefault(op.barrier, []).append(op.load)
             return
         if op.barrier is None:

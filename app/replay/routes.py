@@ -1,0 +1,78 @@
+"""`GET /api/v1/replays...`: the GPU traces captured on real hardware, served like any trace.
+
+Thin handlers over `app.replay.store`; app/main.py includes `router` when this module exists.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+
+from app.replay.conformance import check_trace
+from app.replay.store import TRACES_DIR, ReplayError, list_replays, load_bandwidth, load_replay
+
+router = APIRouter(prefix="/replays", tags=["replays"])
+
+
+def _http(exc: ReplayError) -> HTTPException:
+    loc = ["path", "replay_id"] if exc.field == "replay_id" else ["file", exc.field]
+    return HTTPException(status_code=exc.status,
+                         detail=[{"loc": loc, "msg": exc.message, "type": "value_error"}])
+
+
+@lru_cache(maxsize=32)
+def _cached(replay_id: str, mtime_ns: int) -> dict:
+    return load_replay(replay_id)
+
+
+def _replay(replay_id: str) -> dict:
+    path = TRACES_DIR / f"{replay_id}.json"
+    try:
+        mtime = path.stat().st_mtime_ns if path.is_file() else 0
+        return _cached(replay_id, mtime)
+    except ReplayError as exc:
+        raise _http(exc) from exc
+
+
+@router.get("")
+def get_replays() -> dict:
+    """The catalogue: one entry per shipped GPU trace (id, scenario, status, device, lesson)."""
+    return {"replays": list_replays()}
+
+
+@router.get("/bandwidth")
+def get_bandwidth() -> dict:
+    """GB/s of the TMA ring over stages x tile sizes beside cudaMemcpy (the 'why pipelining' plot)."""
+    try:
+        return load_bandwidth()
+    except ReplayError as exc:
+        raise _http(exc) from exc
+
+
+@router.get("/{replay_id}")
+def get_replay(
+    replay_id: str,
+    first: Annotated[int, Query(alias="from", ge=1)] = 1,
+    last: Annotated[int | None, Query(alias="to", ge=0)] = None,
+    snapshots: bool = True,
+) -> dict:
+    """One GPU trace (docs/trace-format.md), optionally a window of its steps."""
+    doc = _replay(replay_id)
+    total = doc["total_steps"]
+    last = total if last is None else min(last, total)
+    if first == 1 and last == total and snapshots:
+        return doc
+    steps = doc["steps"][first - 1:last]
+    if not snapshots:
+        steps = [{k: v for k, v in s.items() if k != "snapshot"} for s in steps]
+    return {**doc, "steps": steps, "window": {"from": first, "to": max(first - 1, last)}}
+
+
+@router.get("/{replay_id}/conformance")
+def get_conformance(replay_id: str) -> dict:
+    """Replay the trace's barrier operations through the model again; the divergences found."""
+    report = check_trace(_replay(replay_id))
+    return {**report.summary(), "divergences": report.divergences,
+            "recorded_order_divergences": report.recorded_divergences}
