@@ -25,9 +25,18 @@ export function firstDivergence(a, b, names = ["correct", "buggy"]) {
   return null;
 }
 
-function difference(x, y, [left, right]) {
+function difference(x, y, names) {
+  const [left, right] = names;
   if (moverOf(x) !== moverOf(y)) return `${left}: ${moverOf(x)} moves; ${right}: ${moverOf(y)} moves`;
-  if (x.op !== y.op) return `${x.agent} runs ${x.op} (${left}) but ${y.op} (${right})`;
+  const state = stateDifference(x, y, names);
+  if (x.op !== y.op) {
+    const ops = `${x.agent} runs ${x.op} (${left}) but ${y.op} (${right})`;
+    return state ? `${ops}, so ${state}` : ops;
+  }
+  return state;
+}
+
+function stateDifference(x, y, [left, right]) {
   const sx = x.snapshot;
   const sy = y.snapshot;
   if (!sx || !sy) return null;
