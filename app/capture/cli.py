@@ -1,4 +1,5 @@
-"""`mbarrier-inspector capture`: run a scenario on the GPU and write its trace, or measure bandwidth.
+"""`mbarrier-inspector capture`: run a scenario on the GPU and write its trace, or measure
+bandwidth.
 
     mbarrier-inspector capture double_buffer_tma --stages 2 --tiles 8 --bugs forget_phase_toggle \
         --out traces/mine.json
@@ -21,7 +22,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the `capture` subcommand to an argparse subparsers object."""
     p = subparsers.add_parser(
         "capture", help="run a scenario on an NVIDIA Hopper GPU (CuPy) and write its trace",
-        description=__doc__.splitlines()[0])
+        description="Run a scenario's kernel on a Hopper GPU, decode its event log into a trace "
+                    "(source.kind = gpu), check it against the barrier model and write it; or "
+                    "measure the TMA ring's bandwidth beside cudaMemcpy.")
     p.add_argument("scenario", choices=[*SCENARIOS, "bandwidth"])
     p.add_argument("--stages", type=int, default=2)
     p.add_argument("--tiles", type=int, default=8)

@@ -327,7 +327,7 @@ class Decoder:
 
     def _tma_in_flight(self) -> list[dict]:
         loads = [op for op in self.loads.values() if op["chunk"] < self.chunks]
-        return sorted(loads, key=lambda op: op["seq"]) + [s for s in self.stores]
+        return sorted(loads, key=lambda op: op["seq"]) + list(self.stores)
 
     def _agent_snapshot(self, agent: AgentState, clock: int) -> dict:
         waiting = agent.stuck
@@ -951,7 +951,8 @@ class Decoder:
             "reconstructed": (
                 "Observed on the GPU: every step by an agent (its order, time_ns and what it "
                 "returned, listed in source.observed). Reconstructed by replaying the log through "
-                "the barrier model: the barrier states in snapshots, the tma steps (a chunk landing "
+                "the barrier model: the barrier states in snapshots, the tma steps (a chunk "
+                "landing "
                 "is placed at the latest point the log allows: just before the first observation "
                 "that needs it; a store's chunk reads just before the wait_group.read that proves "
                 "them), stage contents and agents' waiting status."),

@@ -1,12 +1,14 @@
 """CUDA source (inline PTX, sm_90a) for the kernels that run our scenarios on a Hopper GPU.
 
-Each kernel performs one scenario with real `mbarrier` objects, real bulk copies
-(`cp.async.bulk`, completing bytes on an mbarrier through `complete_tx`) and real bulk stores
-(`cp.async.bulk.commit_group` / `wait_group.read`), and logs every barrier event it can observe into
-an event log in mapped, pinned host memory, so the events before a hardware trap survive it. The live
-barrier word cannot be read back on Hopper; what is logged is what PTX hands to a thread: the token an
-arrive returns (with its `mbarrier.pending_count`) and the result of each `try_wait.parity`. Every
-wait loop is bounded by a deadline in cycles and logs a timeout instead of hanging.
+Each kernel performs one scenario with real `mbarrier` objects, real bulk copies (`cp.async.bulk`,
+completing bytes on an mbarrier through `complete_tx`) and real bulk stores
+(`cp.async.bulk.commit_group` / `wait_group.read`), and logs every barrier event it can observe.
+The live barrier word cannot be read back on Hopper; what is logged is what PTX hands a thread: the
+token an arrive returns (with its `mbarrier.pending_count`) and the result of each bounded
+`try_wait.parity` loop. Records are staged in shared memory (a few cycles each) and flushed at
+quiet points into mapped, pinned host memory, so the log costs little time between operations and
+what was flushed survives a hardware trap. Every wait loop has a deadline and logs a timeout
+instead of hanging.
 
 The log record layout (eight 64-bit words) is written down in docs/gpu-capture.md and decoded by
 `app.capture.decode`; the op codes and bug bits below are mirrored there as Python constants.
@@ -627,7 +629,8 @@ extern "C" __global__ void proxy_store_kernel(
 
 // The double_buffer_tma ring with nothing logged or checked, one CTA per SM, tiles handed out
 // grid-stride. The consumer lets `lag` bulk stores stay in flight before it releases their stage
-// (lag 0: the textbook wait_group.read 0 before each consumer_release). Counts timeouts in `errors`.
+// (lag 0: the textbook wait_group.read 0 before each consumer_release). Counts timeouts in
+// `errors`.
 extern "C" __global__ void tma_ring_bandwidth_kernel(
         const unsigned char* src, unsigned char* dst, u64 n_tiles, u32 tile_bytes, u32 stages,
         u32 lag, u64 deadline, u32* errors) {

@@ -24,8 +24,9 @@ def _ctas(doc: dict) -> str:
         return ""
     parts = [f"{launched} CTAs ran the same code (CTA 0 is shown)"]
     if doc["scenario"]["id"] == "proxy_fence_store":
-        parts.append(f"{ctas.get('dst_tiles_wrong', 0)} of {launched * doc['scenario']['params']['tiles']} "
-                     f"tiles came out wrong in global memory")
+        tiles = launched * doc["scenario"]["params"]["tiles"]
+        parts.append(f"{ctas.get('dst_tiles_wrong', 0)} of {tiles} tiles came out wrong in "
+                     f"global memory")
     elif "tiles_read" in ctas:
         parts.append(f"{ctas['tiles_read_wrong']} of {ctas['tiles_read']} tiles were read wrong "
                      f"in {ctas['ctas_with_wrong_reads']} CTAs")

@@ -26,47 +26,52 @@ RAW = TRACES / "raw"
 SM_COUNT = 132
 """One CTA per SM of an H200 for the runs that count how many CTAs fail."""
 
+def config(**fields) -> dict:
+    """One capture's CaptureConfig fields."""
+    return fields
+
+
 CAPTURES: dict[str, dict] = {
-    "single_barrier": dict(scenario="single_barrier", tiles=8),
-    "single_barrier_forget_phase_toggle": dict(
+    "single_barrier": config(scenario="single_barrier", tiles=8),
+    "single_barrier_forget_phase_toggle": config(
         scenario="single_barrier", tiles=8, bugs=["forget_phase_toggle"]),
-    "double_buffer_tma_1stage": dict(
+    "double_buffer_tma_1stage": config(
         scenario="double_buffer_tma", stages=1, tiles=8, ctas=SM_COUNT),
-    "double_buffer_tma_2stage": dict(
+    "double_buffer_tma_2stage": config(
         scenario="double_buffer_tma", stages=2, tiles=8, ctas=SM_COUNT),
-    "double_buffer_tma_4stage": dict(
+    "double_buffer_tma_4stage": config(
         scenario="double_buffer_tma", stages=4, tiles=12, ctas=SM_COUNT),
-    "double_buffer_tma_2consumers": dict(
+    "double_buffer_tma_2consumers": config(
         scenario="double_buffer_tma", stages=2, tiles=8, consumers=2, ctas=SM_COUNT),
-    "double_buffer_tma_forget_phase_toggle_deadlock": dict(
+    "double_buffer_tma_forget_phase_toggle_deadlock": config(
         scenario="double_buffer_tma", stages=2, tiles=8, bugs=["forget_phase_toggle"],
         ctas=SM_COUNT),
-    "double_buffer_tma_forget_phase_toggle_4stage": dict(
+    "double_buffer_tma_forget_phase_toggle_4stage": config(
         scenario="double_buffer_tma", stages=4, tiles=12, bugs=["forget_phase_toggle"],
         ctas=SM_COUNT),
-    "double_buffer_tma_forget_phase_toggle_stale": dict(
+    "double_buffer_tma_forget_phase_toggle_stale": config(
         scenario="double_buffer_tma", stages=1, tiles=12, bugs=["forget_phase_toggle"],
         ctas=SM_COUNT),
-    "double_buffer_tma_forget_producer_phase_toggle": dict(
+    "double_buffer_tma_forget_producer_phase_toggle": config(
         scenario="double_buffer_tma", stages=2, tiles=8, bugs=["forget_producer_phase_toggle"],
         ctas=SM_COUNT),
-    "double_buffer_tma_forget_producer_phase_toggle_1stage": dict(
+    "double_buffer_tma_forget_producer_phase_toggle_1stage": config(
         scenario="double_buffer_tma", stages=1, tiles=8, bugs=["forget_producer_phase_toggle"],
         ctas=SM_COUNT),
-    "double_buffer_tma_producer_skips_empty_wait": dict(
+    "double_buffer_tma_producer_skips_empty_wait": config(
         scenario="double_buffer_tma", stages=1, tiles=8, bugs=["producer_skips_empty_wait"],
         ctas=SM_COUNT),
-    "double_buffer_tma_consumer_skips_release": dict(
+    "double_buffer_tma_consumer_skips_release": config(
         scenario="double_buffer_tma", stages=2, tiles=6, bugs=["consumer_skips_release"]),
-    "double_buffer_tma_wrong_arrival_count": dict(
+    "double_buffer_tma_wrong_arrival_count": config(
         scenario="double_buffer_tma", stages=2, tiles=8, consumers=2,
         bugs=["wrong_arrival_count"], ctas=SM_COUNT),
-    "double_buffer_tma_expect_tx_long": dict(
+    "double_buffer_tma_expect_tx_long": config(
         scenario="double_buffer_tma", stages=2, tiles=6, bugs=["expect_tx_long"]),
-    "double_buffer_tma_expect_tx_short": dict(
+    "double_buffer_tma_expect_tx_short": config(
         scenario="double_buffer_tma", stages=2, tiles=6, bugs=["expect_tx_short"]),
-    "proxy_fence_store": dict(scenario="proxy_fence_store", stages=2, tiles=16, ctas=SM_COUNT),
-    "proxy_fence_store_missing_proxy_fence": dict(
+    "proxy_fence_store": config(scenario="proxy_fence_store", stages=2, tiles=16, ctas=SM_COUNT),
+    "proxy_fence_store_missing_proxy_fence": config(
         scenario="proxy_fence_store", stages=2, tiles=16, bugs=["missing_proxy_fence"],
         ctas=SM_COUNT),
 }
