@@ -189,7 +189,9 @@ class Machine:
             barrier = self.barriers[self._wait_barrier(a, kind)]
             return not barrier.valid or (barrier.phase & 1) != self._wait_parity(a, kind)
         if kind == "bulk_wait_read":
-            return self._pending_groups(a) <= self._bulk_wait_allowance(a)
+            # PTX: only the N most recent groups may still be pending; every older one is done.
+            return all(op[OP_GROUP] >= self.bulk_committed[a] - self._bulk_wait_allowance(a)
+                       for op in self.tma if op[OP_DIR] == STORE and op[OP_AGENT] == a)
         if kind == "bulk_wait_all":
             return self._pending_groups(a) == 0
         return True
