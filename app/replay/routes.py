@@ -44,7 +44,7 @@ def get_replays() -> dict:
 
 @router.get("/bandwidth")
 def get_bandwidth() -> dict:
-    """GB/s of the TMA ring over stages x tile sizes beside cudaMemcpy (the 'why pipelining' plot)."""
+    """GB/s of the TMA ring over stages x tile sizes beside cudaMemcpy ("why pipelining")."""
     try:
         return load_bandwidth()
     except ReplayError as exc:
