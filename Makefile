@@ -43,8 +43,10 @@ test: install-test
 bench: install-test
 	$(BIN)/python bench/engine.py
 
-capture: install
-	$(BIN)/python -m app.capture.make_all
+# Reruns every shipped GPU trace; needs a Hopper GPU and CuPy in $(PYTHON) (not in .venv).
+# `$(PYTHON) -m app.capture.make_all --decode-only` rebuilds them from traces/raw/ without a GPU.
+capture:
+	PYTHONPATH=. $(PYTHON) -m app.capture.make_all
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache test-artifacts
