@@ -1,0 +1,163 @@
+"""The reductions are sound: the reduced search (local moves made at once, canonical keys) and the
+plain breadth-first search over every state agree on verdicts, reachable kinds and shortest
+lengths; and the two facts about the engine the reductions rest on hold in every reachable state
+of small configurations."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.check.model import LOCAL_KINDS, Canonical, decode
+from app.sim.machine import PC, RUNNING, Machine
+
+from .helpers import config, explore, lengths
+from .test_counterexamples import SMALL
+
+COMPARED = [
+    *SMALL,
+    ("double_buffer_tma", {"stages": 2, "tiles": 3, "consumers": 1, "tile_bytes": 2048}, None),
+    ("double_buffer_tma", {"stages": 1, "tiles": 2, "consumers": 2, "tile_bytes": 2048}, None),
+    ("double_buffer_tma", {"stages": 2, "tiles": 3, "consumers": 1, "tile_bytes": 2048},
+     "forget_phase_toggle"),
+    ("double_buffer_tma", {"stages": 2, "tiles": 3, "consumers": 1, "tile_bytes": 2048},
+     "expect_tx_short"),
+    ("proxy_fence_store", {"stages": 2, "tiles": 4}, None),
+    ("kloop_tma_mma", {"stages": 2, "tiles": 3, "tile_bytes": 2048}, "forget_phase_toggle"),
+]
+
+
+@pytest.mark.parametrize(("scenario", "params", "bug"), COMPARED,
+                         ids=[f"{s}-{b}-{i}" for i, (s, _, b) in enumerate(COMPARED)])
+def test_reduced_and_unreduced_search_agree(scenario, params, bug):
+    bugs = [bug] if bug else []
+    _, reduced = explore(scenario, bugs, reduce=True, **params)
+    _, full = explore(scenario, bugs, reduce=False, **params)
+    assert reduced.verdict == full.verdict
+    assert lengths(reduced) == lengths(full)
+    assert reduced.states <= full.states
+
+
+@pytest.mark.slow
+def test_reduced_and_unreduced_search_agree_with_two_consumers():
+    params = {"stages": 2, "tiles": 3, "consumers": 2, "tile_bytes": 2048}
+    for bug in ("forget_phase_toggle", "wrong_arrival_count", "producer_skips_empty_wait"):
+        _, reduced = explore("double_buffer_tma", [bug], reduce=True, **params)
+        _, full = explore("double_buffer_tma", [bug], reduce=False, **params)
+        assert (reduced.verdict, lengths(reduced)) == (full.verdict, lengths(full))
+
+
+def reachable_states(cfg) -> list[tuple]:
+    """Every state of `cfg` (no reductions), breadth first."""
+    machine = Machine(cfg)
+    first = machine.freeze()
+    seen, queue = {first}, [first]
+    for frozen in queue:
+        machine.thaw(frozen)
+        for move in list(machine.ready):
+            machine.thaw(frozen)
+            machine.step(move)
+            after = machine.freeze()
+            if after not in seen:
+                seen.add(after)
+                if machine.status == RUNNING:
+                    queue.append(after)
+    return queue
+
+
+def without_tma_order(frozen: tuple) -> tuple:
+    return (*frozen[:5], tuple(sorted(frozen[5])), *frozen[6:])
+
+
+MODEL_CONFIGS = [
+    ("double_buffer_tma", {"stages": 1, "tiles": 2, "consumers": 2, "tile_bytes": 2048},
+     ["wrong_arrival_count"]),
+    ("double_buffer_tma", {"stages": 2, "tiles": 3, "consumers": 1, "tile_bytes": 2048},
+     ["forget_phase_toggle"]),
+    ("kloop_tma_mma", {"stages": 1, "tiles": 2, "tile_bytes": 2048}, ["forget_phase_toggle"]),
+    ("proxy_fence_store", {"stages": 2, "tiles": 3, "tile_bytes": 2048}, ["missing_proxy_fence"]),
+    ("single_barrier", {"tiles": 2, "tile_bytes": 2048}, ["forget_phase_toggle"]),
+]
+
+
+def after(cfg, frozen: tuple, *moves: int) -> tuple[Machine, list[set[str]]]:
+    """A machine after `moves` from `frozen` (stopping at one that is not enabled), and the
+    diagnostic kinds of each move made."""
+    machine = Machine(cfg)
+    machine.thaw(frozen)
+    kinds = []
+    for move in moves:
+        if move not in machine.ready:
+            return machine, kinds
+        kinds.append({d["kind"] for d in machine.step(move)["diagnostics"]})
+    return machine, kinds
+
+
+@pytest.mark.parametrize(("scenario", "params", "bugs"), MODEL_CONFIGS,
+                         ids=[s for s, _, _ in MODEL_CONFIGS])
+def test_local_moves_commute_with_every_other_move(scenario, params, bugs):
+    """model.LOCAL_KINDS: such a move raises nothing but deadlock, nothing disables it, it
+    disables nothing, and it commutes with every other enabled move (same state, same
+    diagnostics), in every reachable state."""
+    cfg = config(scenario, bugs, **params)
+    machine = Machine(cfg)
+    checked = 0
+    for frozen in reachable_states(cfg):
+        machine.thaw(frozen)
+        ready = list(machine.ready)
+        for local in ready:
+            if local >= machine.n_agents:
+                break
+            kind = machine.agents[local].program[machine.regs[local][PC]].kind
+            if kind not in LOCAL_KINDS:
+                continue
+            alone, kinds = after(cfg, frozen, local)
+            assert kinds[0] <= {"deadlock"}
+            for other in ready:
+                if other == local:
+                    continue
+                first, kinds_lo = after(cfg, frozen, local, other)
+                second, kinds_ol = after(cfg, frozen, other, local)
+                assert len(kinds_lo) == 2, "the local move disabled another move"
+                # deadlock belongs to whichever move comes last; the final states are compared.
+                assert kinds_lo[1] - {"deadlock"} == kinds_ol[0] - {"deadlock"}
+                if second.status == RUNNING or len(kinds_ol) == 2:
+                    assert len(kinds_ol) == 2, "another move disabled the local move"
+                    assert without_tma_order(first.freeze()) == \
+                        without_tma_order(second.freeze())
+                checked += 1
+            machine.thaw(frozen)
+    assert checked > 0
+
+
+def test_renamed_states_have_the_same_key_and_matching_successors():
+    cfg = config("double_buffer_tma", ["wrong_arrival_count"], stages=1, tiles=2, consumers=2,
+                 tile_bytes=2048)
+    machine = Machine(cfg)
+    canonical = Canonical(machine)
+    assert canonical.groups == [(1, 2)]
+    swap = (0, 2, 1)
+
+    def successors(frozen, pend):
+        machine.thaw(frozen)
+        out = []
+        for move in list(machine.ready):
+            machine.thaw(frozen)
+            kinds = frozenset(d["kind"] for d in machine.step(move)["diagnostics"])
+            out.append((canonical.key(machine.freeze(), pend), kinds))
+        return sorted(out)
+
+    for frozen in reachable_states(cfg):
+        pend = [0, 1, 0]
+        renamed, renamed_pend = canonical._renamed(frozen, pend, swap)
+        assert canonical.key(frozen, pend) == canonical.key(renamed, list(renamed_pend))
+        assert successors(frozen, pend) == successors(renamed, list(renamed_pend))
+
+
+def test_keys_survive_decode_and_thaw():
+    explorer, out = explore("double_buffer_tma", ["forget_phase_toggle"], stages=1, tiles=2,
+                            consumers=2, tile_bytes=2048)
+    machine = Machine(explorer.cfg)
+    for key in out.keys:
+        frozen, pend = decode(key)
+        machine.thaw(frozen)
+        assert explorer.canonical.key(machine.freeze(), pend) == key
