@@ -13,7 +13,6 @@ import sys
 import time
 
 from app.cli import add_config_arguments, config_params, print_summary
-from app.scenarios import ParamError
 from app.sim.schedule import Schedule
 from app.sim.trace import Run
 
@@ -24,9 +23,14 @@ from .service import (
     MAX_MEMORY,
     check_config,
     scenario_for,
+    validate_limits,
 )
 
 EXIT = {"safe": 0, "unsafe": 1, "inconclusive": 2}
+CLI_MAX_STATES = 100_000_000
+CLI_MAX_TIMEOUT_S = 24 * 3600.0
+"""The command line runs on the user's own machine: it may go past the server's limits (the
+memory limit, MBI_CHECK_MAX_MEMORY_MB, still applies)."""
 BAR_WIDTH = 24
 
 
@@ -53,11 +57,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     scenario = scenario_for(args.scenario)
     cfg = scenario.resolve(config_params(args), args.bugs)
-    if args.max_states < 1:
-        raise ParamError("max_states", "--max-states must be at least 1")
-    if args.timeout <= 0:
-        raise ParamError("timeout_s", "--timeout must be more than 0 seconds")
-    limits = Limits(args.max_states, args.timeout, MAX_MEMORY)
+    max_states, timeout_s = validate_limits(args.max_states, args.timeout, CLI_MAX_STATES,
+                                            CLI_MAX_TIMEOUT_S)
+    limits = Limits(max_states, timeout_s, MAX_MEMORY)
     bar = None if args.no_progress else ProgressBar(limits, sys.stderr)
     result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction)
     if bar is not None:

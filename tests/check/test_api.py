@@ -1,0 +1,177 @@
+"""`POST /api/v1/check` and its SSE streams: the response contract, limits as 422s naming the
+field, a 503 when every check slot is busy, and a check never blocking the event loop."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import anyio
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.routes import check as check_route
+from app.main import app
+
+CONTRACT = {"verdict", "violations", "states_explored", "elapsed_s"}
+UNSAFE = {"scenario": "double_buffer_tma", "params": {"stages": 1, "tiles": 2, "consumers": 2},
+          "bugs": ["wrong_arrival_count"]}
+BIG = {"scenario": "double_buffer_tma", "params": {"stages": 2, "tiles": 6, "consumers": 2},
+       "bugs": ["forget_phase_toggle"]}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(app) as client:
+        yield client
+
+
+def test_safe(client):
+    response = client.post("/api/v1/check", json={"scenario": "double_buffer_tma",
+                                                  "params": {"stages": 2, "tiles": 3}})
+    assert response.status_code == 200
+    body = response.json()
+    assert CONTRACT <= body.keys()
+    assert body["verdict"] == "safe" and body["violations"] == []
+    assert body["states_explored"] > 0 and body["elapsed_s"] >= 0 and body["stopped_by"] is None
+
+
+def test_unsafe_lists_one_violation_per_kind_with_a_trace(client):
+    body = client.post("/api/v1/check", json=UNSAFE).json()
+    assert body["verdict"] == "unsafe"
+    kinds = [v["kind"] for v in body["violations"]]
+    assert sorted(kinds) == ["deadlock", "overwrite", "partial_read", "stale_read"]
+    for violation in body["violations"]:
+        assert {"kind", "steps", "trace"} <= violation.keys()
+        trace = violation["trace"]
+        assert trace["format"] == "mbarrier-inspector/trace" and trace["version"] == 1
+        assert trace["total_steps"] == violation["steps"]
+        assert violation["kind"] in {d["kind"] for d in trace["steps"][-1]["diagnostics"]}
+
+
+def test_the_trace_is_served_again_by_the_traces_route(client):
+    violation = client.post("/api/v1/check", json=UNSAFE).json()["violations"][0]
+    scenario = violation["trace"]["scenario"]
+    query = {**scenario["params"], "bugs": ",".join(scenario["bugs"]), "schedule": "manual",
+             "moves": ",".join(scenario["schedule"]["moves"])}
+    trace = client.get("/api/v1/traces/double_buffer_tma", params=query).json()
+    assert trace == violation["trace"]
+
+
+def test_inconclusive_says_how_far_it_got(client):
+    body = client.post("/api/v1/check", json={**BIG, "max_states": 2000}).json()
+    assert body["verdict"] == "inconclusive" and body["stopped_by"] == "max_states"
+    assert body["depth"] > 0 and "state limit" in body["message"]
+    assert body["violations"], "what was found before the limit is still listed"
+
+
+@pytest.mark.parametrize(("body", "loc"), [
+    ({"scenario": "nope"}, ["body", "scenario"]),
+    ({"scenario": "double_buffer_tma", "params": {"stages": 99}}, ["body", "params", "stages"]),
+    ({"scenario": "double_buffer_tma", "params": {"lanes": 2}}, ["body", "params", "lanes"]),
+    ({"scenario": "single_barrier", "params": {"stages": 2}}, ["body", "params", "stages"]),
+    ({"scenario": "double_buffer_tma", "params": {"tiles": "4"}}, ["body", "params", "tiles"]),
+    ({"scenario": "double_buffer_tma", "bugs": ["nope"]}, ["body", "bugs"]),
+    ({"scenario": "double_buffer_tma", "bugs": ["missing_mma_commit"]}, ["body", "bugs"]),
+    ({"scenario": "double_buffer_tma", "max_states": 2_000_001}, ["body", "max_states"]),
+    ({"scenario": "double_buffer_tma", "max_states": 0}, ["body", "max_states"]),
+    ({"scenario": "double_buffer_tma", "timeout_s": 61}, ["body", "timeout_s"]),
+    ({"scenario": "double_buffer_tma", "timeout_s": 0}, ["body", "timeout_s"]),
+    ({"scenario": "double_buffer_tma", "seed": 1}, ["body", "seed"]),
+    ({}, ["body", "scenario"]),
+])
+def test_bad_requests_are_422_naming_the_field(client, body, loc):
+    response = client.post("/api/v1/check", json=body)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][:len(loc)] == loc
+
+
+def test_busy_server_answers_503(client):
+    taken = 0
+    while check_route._slots.acquire(blocking=False):
+        taken += 1
+    try:
+        response = client.post("/api/v1/check", json=UNSAFE)
+        assert response.status_code == 503 and "Retry-After" in response.headers
+    finally:
+        for _ in range(taken):
+            check_route._slots.release()
+    assert client.post("/api/v1/check", json=UNSAFE).status_code == 200
+
+
+def read_events(response) -> list[tuple[str, dict]]:
+    events, kind = [], None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[len("event: "):]
+        elif line.startswith("data: "):
+            events.append((kind, json.loads(line[len("data: "):])))
+    return events
+
+
+def test_stream_sends_progress_then_the_result(client):
+    with client.stream("POST", "/api/v1/check/stream", json={**BIG, "timeout_s": 0.6}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = read_events(r)
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "progress" and kinds[-1] == "result" and kinds.count("result") == 1
+    progress = [data for kind, data in events if kind == "progress"]
+    assert len(progress) >= 2 and progress[-1]["states_explored"] > 0
+    assert {"states_explored", "depth", "frontier", "elapsed_s"} <= progress[-1].keys()
+    result = events[-1][1]
+    assert result["verdict"] == "inconclusive" and result["stopped_by"] == "timeout"
+
+
+def test_get_stream_for_event_source(client):
+    query = {"scenario": "double_buffer_tma", "stages": 1, "tiles": 2, "consumers": 2,
+             "bugs": "wrong_arrival_count"}
+    with client.stream("GET", "/api/v1/check/stream", params=query) as response:
+        events = read_events(response)
+    assert events[-1][0] == "result" and events[-1][1]["verdict"] == "unsafe"
+    assert events[-1][1] | {"elapsed_s": 0} == \
+        client.post("/api/v1/check", json=UNSAFE).json() | {"elapsed_s": 0}
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"scenario": "double_buffer_tma", "stages": 0}, "stages"),
+    ({"scenario": "double_buffer_tma", "bugs": "nope"}, "bugs"),
+    ({"scenario": "double_buffer_tma", "max_states": 3_000_000}, "max_states"),
+    ({"scenario": "double_buffer_tma", "lanes": 1}, "lanes"),
+    ({"scenario": "nope"}, "scenario"),
+])
+def test_get_stream_rejects_bad_queries(client, query, field):
+    response = client.get("/api/v1/check/stream", params=query)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", field]
+
+
+@pytest.mark.anyio
+async def test_a_check_does_not_block_the_event_loop():
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        latencies = []
+
+        async def long_check():
+            response = await client.post("/api/v1/check", json={**BIG, "timeout_s": 1.5})
+            assert response.json()["stopped_by"] == "timeout"
+
+        async def meanwhile():
+            await anyio.sleep(0.3)
+            for _ in range(3):
+                start = time.perf_counter()
+                response = await client.get("/api/v1/scenarios")
+                latencies.append(time.perf_counter() - start)
+                assert response.status_code == 200
+                await anyio.sleep(0.1)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(long_check)
+            group.start_soon(meanwhile)
+        assert max(latencies) < 0.5, latencies
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"

@@ -1,0 +1,81 @@
+"""Bounded work: every limit stops the search with an inconclusive answer that says how far it got
+and keeps what it found; the answer is deterministic."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from app.check.engine import Limits, Progress
+from app.check.service import check_config, validate_limits
+from app.scenarios import ParamError, get
+
+from .helpers import explore
+
+BIG = {"stages": 2, "tiles": 6, "consumers": 2}
+
+
+def test_state_limit_gives_inconclusive_with_what_was_found():
+    _, out = explore("double_buffer_tma", ["forget_phase_toggle"], limits=Limits(max_states=3000),
+                     **BIG)
+    assert out.verdict == "inconclusive" and out.stopped_by == "max_states"
+    assert not out.complete
+    assert 3000 <= out.states < 3000 + 1000
+    assert "stale_wait" in out.found and out.is_shortest("stale_wait")
+    assert out.depth > 0
+
+
+def test_time_limit():
+    _, out = explore("double_buffer_tma", ["forget_phase_toggle"],
+                     limits=Limits(timeout_s=0.05), **BIG)
+    assert out.stopped_by == "timeout" and out.verdict == "inconclusive"
+    assert out.elapsed_s < 1.0
+
+
+def test_memory_limit():
+    _, out = explore("double_buffer_tma", ["forget_phase_toggle"],
+                     limits=Limits(max_memory=1 << 20), **BIG)
+    assert out.stopped_by == "memory"
+
+
+def test_cancel_and_progress_reports():
+    scenario = get("double_buffer_tma")
+    cfg = scenario.resolve(BIG, ["forget_phase_toggle"])
+    cancel = threading.Event()
+    reports: list[Progress] = []
+
+    def progress(p: Progress) -> None:
+        reports.append(p)
+        cancel.set()
+
+    result = check_config(scenario, cfg, Limits(), progress, cancel)
+    assert result["verdict"] == "inconclusive" and result["stopped_by"] == "cancelled"
+    assert reports and reports[0].states > 0 and reports[0].depth > 0
+    assert "inconclusive" in result["message"] and "cancellation" in result["message"]
+    # What was found before the stop is still listed, with its trace.
+    for violation in result["violations"]:
+        assert violation["trace"]["total_steps"] == violation["steps"]
+
+
+def test_answers_are_deterministic():
+    scenario = get("double_buffer_tma")
+    cfg = scenario.resolve({"stages": 1, "tiles": 2, "consumers": 2}, ["wrong_arrival_count"])
+    first, second = (check_config(scenario, cfg, Limits()) for _ in range(2))
+    first.pop("elapsed_s")
+    second.pop("elapsed_s")
+    assert first == second
+
+
+@pytest.mark.parametrize(("states", "timeout", "field"), [
+    (0, 1, "max_states"), (2_000_001, 1, "max_states"), (True, 1, "max_states"),
+    (10, 0, "timeout_s"), (10, 61, "timeout_s"), (10, "1", "timeout_s"),
+])
+def test_limits_are_validated(states, timeout, field):
+    with pytest.raises(ParamError) as err:
+        validate_limits(states, timeout)
+    assert err.value.field == field
+
+
+def test_default_limits():
+    assert validate_limits(None, None) == (1_000_000, 20.0)
