@@ -96,27 +96,50 @@ class Canonical:
         self.all_bits = sum(self.bit)
         self.mask_limit = 1 << self.all_bits.bit_length()
         self._tables: dict[tuple[int, ...], list[int]] = {}
+        self.identity = tuple(range(self.n_agents))
 
     def key(self, frozen: tuple, pend: list[int]) -> bytes:
-        if self.groups and not self._in_order(frozen, pend):
-            return marshal.dumps(min(self._renamed(frozen, pend, perm)
-                                     for perm in self._candidates(frozen, pend)), KEY_FORMAT)
-        # No renaming needed: each group is already in strictly increasing order.
+        perm = None
+        if self.groups:
+            perm = self._sorting_renaming(frozen, pend)
+            if perm is None:  # equal signatures: try every order of the tied agents
+                return marshal.dumps(min(self._renamed(frozen, pend, candidate)
+                                         for candidate in self._candidates(frozen, pend)),
+                                     KEY_FORMAT)
+            if perm is not self.identity:
+                return marshal.dumps(self._renamed(frozen, pend, perm), KEY_FORMAT)
         tma = frozen[F_TMA]
         if len(tma) > 1:
             frozen = (*frozen[:F_TMA], tuple(sorted(tma)), *frozen[F_TMA + 1:])
         return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
 
-    def _in_order(self, frozen: tuple, pend: list[int]) -> bool:
+    def _sorting_renaming(self, frozen: tuple, pend: list[int]) -> tuple[int, ...] | None:
+        """The renaming that sorts each group by signature (`self.identity` when each already
+        is), or None when two agents of a group have equal signatures."""
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        perm = self.identity
         for group in self.groups:
-            previous = None
-            for a in group:
-                signature = (regs[a], bulk[a], pend[a])
-                if previous is not None and signature <= previous:
-                    return False
-                previous = signature
-        return True
+            if len(group) == 2:  # the common case (two consumers), without sorting
+                a, b = group
+                first, second = (regs[a], bulk[a], pend[a]), (regs[b], bulk[b], pend[b])
+                if first < second:
+                    continue
+                if first == second:
+                    return None
+                perm = list(perm)
+                perm[a], perm[b] = b, a
+                continue
+            signatures = [(regs[a], bulk[a], pend[a]) for a in group]
+            order = sorted(range(len(group)), key=signatures.__getitem__)
+            for i in range(1, len(order)):
+                if signatures[order[i - 1]] == signatures[order[i]]:
+                    return None
+            if order != list(range(len(group))):
+                if perm is self.identity:
+                    perm = list(perm)
+                for slot, index in enumerate(order):
+                    perm[group[index]] = group[slot]
+        return perm if perm is self.identity else tuple(perm)
 
     def _candidates(self, frozen: tuple, pend: list[int]):
         """The renamings that sort each group by (registers, bulk groups, pending moves).
