@@ -60,6 +60,7 @@ class Machine:
         self.cfg = cfg
         self.agents: tuple[AgentSpec, ...] = build_agents(cfg)
         self.n_agents = len(self.agents)
+        self.kinds = tuple(tuple(i.kind for i in a.program) for a in self.agents)
         stages = 1 if cfg.pipeline == "single_barrier" else cfg.stages
         self.n_stages = stages
         self.n_chunks = cfg.chunks
@@ -116,7 +117,7 @@ class Machine:
         self.mma_done = 0
         self.status = RUNNING
         self.step_no = 0
-        self.ready = self.enabled()
+        self._ready: list[int] | None = None
 
     def _start_phase(self, agent: AgentSpec) -> int:
         """`make_producer_start_state()`: the producer starts at phase 1, everyone else at 0."""
@@ -152,7 +153,7 @@ class Machine:
         self.mma_done = mma_done
         self.status = status
         self.step_no = step_no
-        self.ready = self.enabled()
+        self._ready = None
 
     # ----------------------------------------------------------------------------------- moves
 
@@ -168,6 +169,14 @@ class Machine:
             return f"load:t{op[OP_TILE]}"
         return f"store:{self.agents[op[OP_AGENT]].name}:t{op[OP_TILE]}"
 
+    @property
+    def ready(self) -> list[int]:
+        """The enabled moves now (`enabled()`, computed once per state)."""
+        ready = self._ready
+        if ready is None:
+            ready = self._ready = self.enabled()
+        return ready
+
     def enabled(self) -> list[int]:
         """The move numbers that can be made now, in move order."""
         if self.status != RUNNING:
@@ -181,13 +190,20 @@ class Machine:
 
     def agent_enabled(self, a: int) -> bool:
         regs = self.regs[a]
-        program = self.agents[a].program
-        if regs[PC] >= len(program):
+        kinds = self.kinds[a]
+        pc = regs[PC]
+        if pc >= len(kinds):
             return False
-        kind = program[regs[PC]].kind
-        if kind in ("wait_full", "wait_empty", "wait_accum"):
-            barrier = self.barriers[self._wait_barrier(a, kind)]
-            return not barrier.valid or (barrier.phase & 1) != self._wait_parity(a, kind)
+        kind = kinds[pc]
+        if kind == "wait_full":
+            barrier = self.barriers[regs[INDEX]]
+            return not barrier.valid or (barrier.phase & 1) != regs[PHASE]
+        if kind == "wait_empty":
+            barrier = self.barriers[self.n_stages + regs[INDEX]]
+            return not barrier.valid or (barrier.phase & 1) != regs[PHASE]
+        if kind == "wait_accum":
+            barrier = self.barriers[2 * self.n_stages]
+            return not barrier.valid or (barrier.phase & 1) != 0
         if kind == "bulk_wait_read":
             # PTX: only the N most recent groups may still be pending; every older one is done.
             return all(op[OP_GROUP] >= self.bulk_committed[a] - self._bulk_wait_allowance(a)
@@ -252,14 +268,14 @@ class Machine:
                 agents=[record["agent"]], barrier=barrier, rule=ub.rule,
             ))
             self.status = UNDEFINED
-            self.ready = []
+            self._ready = []
             return record
         self._settle(record)
         return record
 
     def _settle(self, record: dict | None) -> None:
         """Refresh `ready` after a move and end the run when it is done or deadlocked."""
-        ready = self.ready = self.enabled()
+        ready = self._ready = self.enabled()
         if ready:
             return
         if self._all_done():
