@@ -30,6 +30,14 @@ async function main() {
     `captured on ${s.device || "a GPU"}${s.driver ? `, driver ${s.driver}` : ""}${s.cuda ? `, CUDA ${s.cuda}` : ""}` +
     `${s.captured_at ? ` at ${s.captured_at}` : ""}: ${gpu.total_steps} events over ${formatNs(span)}, ` +
     `ending ${gpu.status.replace("_", " ")}.`;
+  const lesson = document.getElementById("replay-lesson");
+  if (s.lesson) {
+    const passes = s.conformance && s.conformance.passes;
+    lesson.textContent = s.lesson + (s.conformance ? (passes
+      ? " Conformance: every logged token and wait agrees with the barrier model."
+      : " Conformance: some logged results diverge from the barrier model (see diagnostics).") : "");
+    lesson.hidden = false;
+  }
   let sim;
   try {
     sim = await api.trace({scenario: scenario.id, params: scenario.params, bugs: scenario.bugs,

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.browser
 CARD_FIELDS = {"name": "barrier", "phase": "phase", "parity": "parity",
                "pending_arrivals": "pendingArrivals", "expected_arrivals": "expectedArrivals",
                "tx_count": "txCount"}
-READ_CARDS = """run => [...document.querySelectorAll(`[data-run="${run}"] [data-barrier]`)].map(c => ({
+READ_CARDS = """run => [...document.querySelectorAll(`[data-run="${run}"] [data-barrier]`)]
+  .map(c => ({
   name: c.dataset.barrier, phase: +c.dataset.phase, parity: +c.dataset.parity,
   pending_arrivals: +c.dataset.pendingArrivals, expected_arrivals: +c.dataset.expectedArrivals,
   tx_count: +c.dataset.txCount}))"""

@@ -19,6 +19,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import itertools
 import json
 import os
 import secrets
@@ -30,8 +31,6 @@ from typing import Annotated
 
 from fastapi import (
     APIRouter,
-    Body,
-    Depends,
     HTTPException,
     Path,
     Query,
@@ -42,7 +41,7 @@ from fastapi import (
 )
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.api.runs import parse_schedule
 from app.core.config import settings
@@ -55,12 +54,7 @@ from app.sim.trace import CHECKPOINT_EVERY, Run
 WORKER = secrets.token_hex(4)
 """This process's name in the `X-Worker` header: shows which worker answered (tests, ops)."""
 
-
-def _worker_header(response: Response) -> None:
-    response.headers["x-worker"] = WORKER
-
-
-router = APIRouter(prefix="/sessions", tags=["sessions"], dependencies=[Depends(_worker_header)])
+router = APIRouter(prefix="/sessions", tags=["sessions"])
 
 SESSION_STEP_LIMIT = 100_000
 """A session's run stops here (status `step_limit`); GET /traces serves longer runs in windows."""
@@ -76,6 +70,14 @@ POSITIONS_PER_RUN = 64
 SESSION_KEY = os.environ.get("MBI_SESSION_KEY", "mbarrier-inspector").encode()
 """Keys the session-id checksum. It detects damaged ids; it grants nothing, as every field of an id
 is validated again when it is read."""
+
+
+def answer(payload: dict | str, status: int = 200) -> Response:
+    """A JSON response encoded once by `json.dumps` (or given as JSON text): FastAPI's generic
+    encoder would walk the snapshot again and cost several times what the step itself does."""
+    text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return Response(text.encode(), status, headers={"x-worker": WORKER},
+                    media_type="application/json")
 
 
 def fail(status: int, location: str, field: str, message: str) -> HTTPException:
@@ -115,14 +117,26 @@ class SessionToken:
             separators=(",", ":")).encode()
         if len(payload) > 160:
             payload = b"z" + zlib.compress(payload, 6)
-        return f"{_b64(payload)}.{_b64(_mac(payload))}"
+        text = f"{_b64(payload)}.{_b64(_mac(payload))}"
+        _issued[text] = (self, issued)
+        if len(_issued) > ISSUED_KEPT:
+            _issued.popitem(last=False)
+        return text
 
     @classmethod
     def decode(cls, text: str) -> SessionToken:
         """The token `encode` wrote; a damaged id is a 404, an idle one a 410."""
         unknown = fail(404, "path", "session_id", "unknown session: the id is damaged or was not "
                                                   "issued by this server; create a new session")
-        if len(text) > MAX_TOKEN_CHARS or text.count(".") != 1:
+        if len(text) > MAX_TOKEN_CHARS:
+            raise fail(422, "path", "session_id", f"a session id has at most {MAX_TOKEN_CHARS} "
+                                                  "characters")
+        known = _issued.get(text)
+        if known is not None:  # an id this process issued: no need to parse and check it again
+            token, issued = known
+            if time.time() - issued <= settings.session_idle_s:
+                return token
+        if text.count(".") != 1:
             raise unknown
         body, mac = text.split(".")
         try:
@@ -145,6 +159,11 @@ class SessionToken:
                        f"session expired: idle for more than {settings.session_idle_s} s; "
                        "create a new one (a permalink recreates it)")
         return cls(key, step)
+
+
+ISSUED_KEPT = 8192
+_issued: OrderedDict[str, tuple[SessionToken, int]] = OrderedDict()
+"""Ids this process issued lately, already parsed: the next request usually brings one back."""
 
 
 def _b64(data: bytes) -> str:
@@ -198,13 +217,20 @@ def build_run(key: RunKey, named: list[tuple[int, str]] | None = None) -> tuple[
     return run, replace(key, picks=tuple(resolved))
 
 
+FRAMES_KEPT = 8192
+_frames: OrderedDict[tuple[int, int], str] = OrderedDict()
+"""Encoded frames of every run, oldest first (about 2 KB each): bounded, shared by clients."""
+_serials = itertools.count()
+
+
 class Entry:
     """One built run and a few machine states near where its clients stand."""
 
-    __slots__ = ("run", "positions", "scratch", "used")
+    __slots__ = ("run", "positions", "scratch", "used", "serial")
 
     def __init__(self, run: Run):
         self.run = run
+        self.serial = next(_serials)
         self.positions: OrderedDict[int, tuple] = OrderedDict()
         self.scratch = Machine(run.cfg)
         self.used = time.monotonic()
@@ -236,6 +262,22 @@ class Entry:
             record = machine.step(run.choices[step - 1])
             self.remember(step, machine)
         return record, machine.snapshot(), ready_names(machine)
+
+    def frame_json(self, step: int) -> str:
+        """The frame at `step` as JSON (`step`, `total_steps`, `status`, `ready`, `record`,
+        `snapshot`), encoded once and shared by every client standing there."""
+        key = (self.serial, step)
+        text = _frames.get(key)
+        if text is None:
+            record, snapshot, ready = self.frame(step)
+            run = self.run
+            text = json.dumps({"step": step, "total_steps": run.total_steps, "status": run.status,
+                               "ready": ready, "record": record, "snapshot": snapshot},
+                              separators=(",", ":"))
+            _frames[key] = text
+            if len(_frames) > FRAMES_KEPT:
+                _frames.popitem(last=False)
+        return text
 
     def remember(self, step: int, machine: Machine) -> None:
         positions = self.positions
@@ -313,26 +355,17 @@ def _scenario(scenario_id: str, field: str) -> Scenario:
 
 # ------------------------------------------------------------------------------------ views
 
-def view(token: SessionToken, entry: Entry, *, layout: bool = False,
-         record_and_snapshot: tuple | None = None) -> dict:
-    """A session as the API answers it: where the cursor is, what just happened, who may move."""
+def view(token: SessionToken, entry: Entry, *, layout: bool = False) -> str:
+    """A session as the API answers it (JSON text): where the cursor is, what just happened,
+    who may move; with `layout`, also the layout, the run's diagnostics and the picks."""
     run = entry.run
-    record, snapshot, ready = record_and_snapshot or entry.frame(token.step)
-    out = {
-        "id": token.encode(),
-        "scenario": scenario_block(token.key, run),
-        "step": token.step,
-        "total_steps": run.total_steps,
-        "status": run.status,
-        "ready": ready,
-        "record": record,
-        "snapshot": snapshot,
-    }
+    head = {"id": token.encode(), "scenario": scenario_block(token.key, run)}
     if layout:
-        out["layout"] = run.machine_at(0).layout()
-        out["diagnostics"] = run.diagnostics
-        out["picks"] = picks_by_name(entry, token.key)
-    return out
+        head["layout"] = run.machine_at(0).layout()
+        head["diagnostics"] = run.diagnostics
+        head["picks"] = picks_by_name(entry, token.key)
+    return (json.dumps(head, separators=(",", ":"))[:-1] + ","
+            + entry.frame_json(token.step)[1:])
 
 
 def scenario_block(key: RunKey, run: Run) -> dict:
@@ -361,9 +394,10 @@ def document(token: SessionToken, entry: Entry, first: int, last: int | None,
 
 # ---------------------------------------------------------------------------- cursor moves
 
-async def step_session(token: SessionToken, agent: str | None) -> tuple[SessionToken, Entry]:
+async def step_session(token: SessionToken, agent: str | None,
+                       entry: Entry | None = None) -> tuple[SessionToken, Entry]:
     """One step forward: the run's next move, or the named mover (a pick that may fork the run)."""
-    entry = await store.get(token.key)
+    entry = entry or await store.get(token.key)
     run, step = entry.run, token.step
     if agent is None:
         if step < run.total_steps:
@@ -458,8 +492,8 @@ def _bugs_text(bugs: list[str] | str) -> str:
     return ",".join(bugs) if isinstance(bugs, list) else bugs
 
 
-@router.post("", status_code=201)
-async def create_session(body: SessionCreate) -> dict:
+@router.post("", status_code=201, response_class=Response)
+async def create_session(body: SessionCreate) -> Response:
     """A new session at `step` (0 by default), with its layout and the run's diagnostics."""
     scenario = _scenario(body.scenario, "scenario")
     schedule_in = body.schedule
@@ -484,62 +518,76 @@ async def create_session(body: SessionCreate) -> dict:
         run, key = await run_in_threadpool(build_run, key, named)
         entry = store.put(key, run)
     token = SessionToken(key, clamp_step(body.step, entry))
-    return view(token, entry, layout=True)
+    return answer(view(token, entry, layout=True), 201)
 
 
-@router.get("/{session_id}")
-async def get_session(session_id: SessionId) -> dict:
+@router.get("/{session_id}", response_class=Response)
+async def get_session(session_id: SessionId) -> Response:
     token, entry = await open_token(session_id)
-    return view(token, entry, layout=True)
+    return answer(view(token, entry, layout=True))
 
 
-@router.post("/{session_id}/step")
-async def step(session_id: SessionId,
-               body: Annotated[StepIn | None, Body()] = None) -> dict:
-    """One step forward. Naming a blocked agent is a 409 that says what it waits on."""
-    token, _ = await open_token(session_id)
-    token, entry = await step_session(token, body.agent if body else None)
-    return view(token, entry)
+@router.post("/{session_id}/step", response_class=Response,
+             openapi_extra={
+                 "parameters": [{"name": "session_id", "in": "path", "required": True,
+                                 "schema": {"type": "string", "maxLength": MAX_TOKEN_CHARS}}],
+                 "requestBody": {"required": False, "content": {
+                     "application/json": {"schema": StepIn.model_json_schema()}}}})
+async def step(request: Request) -> Response:
+    """One step forward; `{"agent": name}` names who moves. Naming a blocked agent is a 409 that
+    says what it waits on. (Path and body are read by hand: this is the hot path.)"""
+    token, entry = await open_token(request.path_params["session_id"])
+    raw = await request.body()
+    agent = None
+    if raw.strip():
+        try:
+            agent = StepIn.model_validate_json(raw).agent
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = [str(part) for part in first["loc"]] or ["body"]
+            raise fail(422, "body", loc[-1], first["msg"]) from None
+    token, entry = await step_session(token, agent, entry)
+    return answer(view(token, entry))
 
 
-@router.post("/{session_id}/back")
-async def back(session_id: SessionId) -> dict:
+@router.post("/{session_id}/back", response_class=Response)
+async def back(session_id: SessionId) -> Response:
     """One step back: the same run, the cursor one earlier (the picks are kept)."""
     token, entry = await open_token(session_id)
     if token.step == 0:
         raise fail(409, "body", "step", "already at step 0")
-    return view(replace(token, step=token.step - 1), entry)
+    return answer(view(replace(token, step=token.step - 1), entry))
 
 
-@router.post("/{session_id}/seek")
-async def seek(session_id: SessionId, body: SeekIn) -> dict:
+@router.post("/{session_id}/seek", response_class=Response)
+async def seek(session_id: SessionId, body: SeekIn) -> Response:
     token, entry = await open_token(session_id)
-    return view(replace(token, step=clamp_step(body.step, entry)), entry)
+    return answer(view(replace(token, step=clamp_step(body.step, entry)), entry))
 
 
-@router.post("/{session_id}/reset")
-async def reset(session_id: SessionId) -> dict:
+@router.post("/{session_id}/reset", response_class=Response)
+async def reset(session_id: SessionId) -> Response:
     """Step 0 of the schedule's own run: the picks are forgotten."""
     token, _ = await open_token(session_id)
     key = replace(token.key, picks=())
-    return view(SessionToken(key, 0), await store.get(key), layout=True)
+    return answer(view(SessionToken(key, 0), await store.get(key), layout=True))
 
 
-@router.get("/{session_id}/snapshots/{step}")
+@router.get("/{session_id}/snapshots/{step}", response_class=Response)
 async def snapshot(session_id: SessionId,
-                   step: Annotated[int, Path(ge=0, le=SESSION_STEP_LIMIT)]) -> dict:
+                   step: Annotated[int, Path(ge=0, le=SESSION_STEP_LIMIT)]) -> Response:
     """The state after any step of the session's run, without moving its cursor."""
     token, entry = await open_token(session_id)
     record, snap, ready = entry.frame(clamp_step(step, entry, "path"))
-    return {"step": step, "record": record, "snapshot": snap, "ready": ready}
+    return answer({"step": step, "record": record, "snapshot": snap, "ready": ready})
 
 
-@router.get("/{session_id}/trace")
+@router.get("/{session_id}/trace", response_class=Response)
 async def trace(session_id: SessionId,
                 first: Annotated[int, Query(alias="from", ge=0, le=SESSION_STEP_LIMIT)] = 1,
                 last: Annotated[int | None, Query(alias="to", ge=0,
                                                   le=SESSION_STEP_LIMIT)] = None,
-                snapshots: bool = True) -> dict:
+                snapshots: bool = True) -> Response:
     """The session's whole run as a trace document (docs/trace-format.md), in windows."""
     token, entry = await open_token(session_id)
     window = settings.max_window if snapshots else settings.max_window * 10
@@ -551,48 +599,35 @@ async def trace(session_id: SessionId,
     if last - first + 1 > window:
         raise fail(422, "query", "to", f"a window holds at most {window} steps; "
                                        f"asked for {last - first + 1}")
-    return await run_in_threadpool(document, token, entry, first, last, snapshots)
+    doc = await run_in_threadpool(document, token, entry, first, last, snapshots)
+    return await run_in_threadpool(answer, doc)
 
 
 # ------------------------------------------------------------------------------ streaming
 
 class Stream:
     """One client's cursor over a session, played in wall-clock time (pacing lives here, not in
-    the engine). Keeps its own machine at the cursor, so a played step costs one move."""
+    the engine). Its messages are JSON text around the run's shared frames (`Entry.frame_json`),
+    so a class of students watching one lesson costs one move and one encoding per step."""
 
     def __init__(self, token: SessionToken, entry: Entry):
         self.token = token
         self.entry = entry
-        self.machine = Machine(entry.run.cfg)
-        self.at = -1
-        """The step `machine` stands after (-1: not positioned)."""
 
-    def frame(self, step: int) -> tuple[dict | None, dict, list[str]]:
-        entry, machine = self.entry, self.machine
-        if step == 0:
-            entry.machine_at(0, machine)
-            record = None
-        else:
-            if self.at != step - 1:
-                entry.machine_at(step - 1, machine)
-            record = machine.step(entry.run.choices[step - 1])
-        self.at = step
-        return record, machine.snapshot(), ready_names(machine)
-
-    def message(self, *, with_id: bool = True, changed: bool = False, **extra) -> dict:
-        token, run = self.token, self.entry.run
-        record, snapshot, ready = self.frame(token.step)
-        out = {"type": "state", "step": token.step, "total_steps": run.total_steps,
-               "status": run.status, "ready": ready, "record": record, "snapshot": snapshot,
-               **extra}
+    def message(self, *, with_id: bool = True, changed: bool = False, **extra) -> str:
+        token, entry = self.token, self.entry
+        parts = ['{"type":"state",', entry.frame_json(token.step)[1:-1]]
+        if extra:
+            parts += [",", json.dumps(extra, separators=(",", ":"))[1:-1]]
         if with_id:
-            out["id"] = token.encode()
+            parts.append(f',"id":"{token.encode()}"')
         if changed:
-            out["changed"] = True
-            out["scenario"] = scenario_block(token.key, run)
-            out["diagnostics"] = run.diagnostics
-            out["picks"] = picks_by_name(self.entry, token.key)
-        return out
+            run = entry.run
+            more = {"changed": True, "scenario": scenario_block(token.key, run),
+                    "diagnostics": run.diagnostics, "picks": picks_by_name(entry, token.key)}
+            parts += [",", json.dumps(more, separators=(",", ":"))[1:-1]]
+        parts.append("}")
+        return "".join(parts)
 
 
 def _speed(raw, field: str = "steps_per_s") -> float:
@@ -637,9 +672,10 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
     lock = asyncio.Lock()
     player: asyncio.Task | None = None
 
-    async def send(message: dict) -> None:
+    async def send(message: dict | str) -> None:
+        text = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
         async with lock:
-            await websocket.send_text(json.dumps(message, separators=(",", ":")))
+            await websocket.send_text(text)
 
     async def play() -> None:
         """Advance one step every 1/speed s until the end or a pause."""
@@ -718,9 +754,6 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
                 else:
                     raise ParamError("type", "type must be one of play, pause, speed, step, "
                                              "back, seek, reset")
-                if changed:
-                    stream.machine = Machine(stream.entry.run.cfg)
-                    stream.at = -1
                 await send(stream.message(changed=changed, **state))
             except (ParamError, MoveError, HTTPException) as err:
                 await send(_error_message(err))
@@ -767,8 +800,7 @@ async def events(session_id: SessionId, request: Request,
         next_at = time.monotonic()
         while step <= entry.run.total_steps:
             stream.token = replace(stream.token, step=step)
-            message = stream.message(with_id=False, playing=True, speed=steps_per_s)
-            data = json.dumps(message, separators=(",", ":"))
+            data = stream.message(with_id=False, playing=True, speed=steps_per_s)
             yield f"id: {step}\nevent: state\ndata: {data}\n\n"
             step += 1
             next_at += delay

@@ -141,11 +141,16 @@ export function render(root, frame, model, ctx) {
   const {g, cursor, divergence} = root.built;
   const x = g.x(Math.min(frame.step, model.shown || model.total));
   cursor.setAttribute("transform", `translate(${x} 0)`);
-  const [line, box, text] = cursor.children;
-  box.setAttribute("x", -22);
-  text.setAttribute("x", 0);
-  text.textContent = model.times ? formatNs(model.times[Math.min(frame.step, model.times.length - 1)] - model.times[0]) : frame.step;
-  void line;
+  const [, box, text] = cursor.children;
+  const label = model.times
+    ? formatNs(model.times[Math.min(frame.step, model.times.length - 1)] - model.times[0])
+    : String(frame.step);
+  const w = 10 + label.length * 6.6;
+  const left = Math.max(2 - x, Math.min(-w / 2, root.built.width - 2 - x - w));  // stay inside
+  box.setAttribute("x", left);
+  box.setAttribute("width", w);
+  text.setAttribute("x", left + w / 2);
+  text.textContent = label;
   const mark = ctx.divergence;
   if (mark !== undefined && mark !== null) {
     divergence.setAttribute("visibility", "visible");
