@@ -42,6 +42,8 @@ test: install-test
 
 bench: install-test
 	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/check.py
+	$(BIN)/python bench/serve.py
 
 # Reruns every shipped GPU trace; needs a Hopper GPU and CuPy in $(PYTHON) (not in .venv).
 # `$(PYTHON) -m app.capture.make_all --decode-only` rebuilds them from traces/raw/ without a GPU.

@@ -54,13 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _subsystem_clis() -> list:
     """The `check` and `capture` commands live beside their subsystems."""
-    import importlib
+    from app.capture import cli as capture_cli
+    from app.check import cli as check_cli
 
-    found = []
-    for name in ("app.check.cli", "app.capture.cli"):
-        if _exists(name):
-            found.append(importlib.import_module(name))
-    return found
+    return [check_cli, capture_cli]
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -113,16 +110,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{field}{err}")
     return 2
 
-
-
-def _exists(module: str) -> bool:
-    """True when `module` is installed (its parent packages may be missing altogether)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

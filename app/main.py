@@ -2,44 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fastapi import APIRouter, FastAPI
 
 from app.api import errors
-from app.api.routes import mbarrier, scenarios, schema, traces
-
-ROOT = Path(__file__).resolve().parent.parent
+from app.api.routes import check, mbarrier, scenarios, schema, sessions, traces
+from app.replay import routes as replays
+from app.web import pages
 
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix="/api/v1")
-    for module in (scenarios, traces, mbarrier, schema):
-        router.include_router(module.router)
-    for module in _optional_routers():
+    for module in (scenarios, traces, mbarrier, schema, sessions, check, replays):
         router.include_router(module.router)
     return router
-
-
-def _optional_routers() -> list:
-    """Routers of the subsystems that live in their own packages (sessions, check, replays)."""
-    import importlib
-
-    found = []
-    for name in ("app.api.routes.sessions", "app.api.routes.check", "app.replay.routes"):
-        if _exists(name):
-            found.append(importlib.import_module(name))
-    return found
-
-
-def _exists(module: str) -> bool:
-    """True when `module` is installed (its parent packages may be missing altogether)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def create_app() -> FastAPI:
@@ -51,12 +26,7 @@ def create_app() -> FastAPI:
     )
     errors.install(app)
     app.include_router(api_router())
-    try:
-        from app.web import pages
-    except ImportError:
-        pages = None
-    if pages is not None and hasattr(pages, "install"):
-        pages.install(app)
+    pages.install(app)
     return app
 
 

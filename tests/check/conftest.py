@@ -7,10 +7,6 @@ import os
 import pytest
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: a bigger check; runs with MBI_SLOW_TESTS=1")
-
-
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("MBI_SLOW_TESTS") == "1":
         return
