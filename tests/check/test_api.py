@@ -4,6 +4,7 @@ field, a 503 when every check slot is busy, and a check never blocking the event
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import anyio
@@ -147,8 +148,7 @@ def test_get_stream_rejects_bad_queries(client, query, field):
     assert response.json()["detail"][0]["loc"] == ["query", field]
 
 
-@pytest.mark.anyio
-async def test_a_check_does_not_block_the_event_loop():
+async def _latencies_during_a_long_check() -> list[float]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         latencies = []
@@ -169,9 +169,24 @@ async def test_a_check_does_not_block_the_event_loop():
         async with anyio.create_task_group() as group:
             group.start_soon(long_check)
             group.start_soon(meanwhile)
-        assert max(latencies) < 0.5, latencies
+        return latencies
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+def test_a_check_does_not_block_the_event_loop():
+    """Runs its own event loop in a thread of its own: the browser tests' sync Playwright keeps
+    a loop running in the main thread for the whole session."""
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["latencies"] = anyio.run(_latencies_during_a_long_check)
+        except BaseException as err:  # noqa: BLE001 - re-raised in the test's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(30)
+    if "error" in outcome:
+        raise outcome["error"]
+    latencies = outcome["latencies"]
+    assert max(latencies) < 0.5, latencies
