@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app.core.config import settings
+from app.replay.store import NOT_TRACES, TRACES_DIR
 from app.scenarios import catalogue
 from app.scenarios import get as get_scenario
 
@@ -88,11 +89,11 @@ def install(app: FastAPI) -> None:
 
     app.add_middleware(PageHeaders)
 
-    def page(request: Request, name: str, **context) -> HTMLResponse:
+    def page(request: Request, name: str, status_code: int = 200, **context) -> HTMLResponse:
         boot = {"features": features(app), **context.pop("boot", {})}
         return templates.TemplateResponse(
             request, name, {"boot_json": script_json(boot), "features": boot["features"],
-                            **context})
+                            **context}, status_code=status_code)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def catalogue_page(request: Request) -> HTMLResponse:
@@ -124,6 +125,8 @@ def install(app: FastAPI) -> None:
     def replay_page(request: Request, replay_id: str) -> HTMLResponse:
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,120}", replay_id):
             raise HTTPException(404, "no such replay")
+        known = replay_id not in NOT_TRACES and (TRACES_DIR / f"{replay_id}.json").is_file()
         scenarios = {s.id: s.as_dict() for s in catalogue().values()}
-        return page(request, "replay.html", replay_id=replay_id,
+        return page(request, "replay.html", status_code=200 if known else 404,
+                    replay_id=replay_id,
                     boot={"page": "replay", "replay": replay_id, "scenarios": scenarios})

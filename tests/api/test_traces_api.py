@@ -123,3 +123,19 @@ def test_no_query_ever_gives_a_server_error(client, params):
     assert response.status_code < 500, (params, response.text)
     if response.status_code == 422:
         assert response.json()["detail"][0]["loc"]
+
+
+def test_non_finite_numbers_in_a_body_are_a_422_not_a_500(client):
+    for body in (b'{"scenario": "double_buffer_tma", "timeout_s": NaN}',
+                 b'{"scenario": "double_buffer_tma", "timeout_s": Infinity}',
+                 b'{"ops": [{"op": "expect_tx", "bytes": NaN}]}'):
+        url = "/api/v1/mbarrier/run" if b"ops" in body else "/api/v1/check"
+        response = client.post(url, content=body, headers={"content-type": "application/json"})
+        assert response.status_code == 422, response.text
+
+
+def test_pages_for_unknown_things_are_404(client):
+    assert client.get("/replays/no-such-trace").status_code == 404
+    assert client.get("/replays/bandwidth").status_code == 404
+    assert client.get("/replays/single_barrier").status_code == 200
+    assert client.get("/scenarios/nope").status_code == 404
