@@ -1,14 +1,16 @@
 """`GET /api/v1/replays...`: the GPU traces captured on real hardware, served like any trace.
 
-Thin handlers over `app.replay.store`; app/main.py includes `router` when this module exists.
+Thin handlers over `app.replay.store`. Files are read and validated once per change of the
+traces/ folder (keyed by modification times), and answers are JSON-encoded here in one pass.
 """
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from app.replay.conformance import check_trace
 from app.replay.store import TRACES_DIR, ReplayError, list_replays, load_bandwidth, load_replay
@@ -36,10 +38,20 @@ def _replay(replay_id: str) -> dict:
         raise _http(exc) from exc
 
 
+def _json(value) -> Response:
+    return Response(json.dumps(value, separators=(",", ":")), media_type="application/json")
+
+
+@lru_cache(maxsize=2)
+def _catalogue(stamp: tuple) -> Response:
+    return _json({"replays": list_replays()})
+
+
 @router.get("")
-def get_replays() -> dict:
+def get_replays() -> Response:
     """The catalogue: one entry per shipped GPU trace (id, scenario, status, device, lesson)."""
-    return {"replays": list_replays()}
+    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(TRACES_DIR.glob("*.json")))
+    return _catalogue(stamp)
 
 
 @router.get("/bandwidth")
@@ -57,17 +69,17 @@ def get_replay(
     first: Annotated[int, Query(alias="from", ge=1)] = 1,
     last: Annotated[int | None, Query(alias="to", ge=0)] = None,
     snapshots: bool = True,
-) -> dict:
+) -> Response:
     """One GPU trace (docs/trace-format.md), optionally a window of its steps."""
     doc = _replay(replay_id)
     total = doc["total_steps"]
     last = total if last is None else min(last, total)
     if first == 1 and last == total and snapshots:
-        return doc
+        return _json(doc)
     steps = doc["steps"][first - 1:last]
     if not snapshots:
         steps = [{k: v for k, v in s.items() if k != "snapshot"} for s in steps]
-    return {**doc, "steps": steps, "window": {"from": first, "to": max(first - 1, last)}}
+    return _json({**doc, "steps": steps, "window": {"from": first, "to": max(first - 1, last)}})
 
 
 @router.get("/{replay_id}/conformance")

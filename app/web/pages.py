@@ -46,7 +46,7 @@ def script_json(value) -> str:
 
 def features(app: FastAPI) -> dict:
     """Which optional subsystems this server answers (the UI hides what is missing)."""
-    paths = {getattr(route, "path", "") for route in app.routes}
+    paths = app.openapi().get("paths", {})
     return {"check": "/api/v1/check" in paths, "replays": "/api/v1/replays" in paths}
 
 

@@ -1,6 +1,7 @@
 // The catalogue page: list the recorded GPU traces when the server has any.
 
 import {h} from "./dom.js";
+import {render as renderBandwidth} from "./render/bandwidth.js";
 import {api} from "./trace.js";
 
 async function main() {
@@ -30,4 +31,15 @@ async function main() {
   }
 }
 
+async function bandwidth() {
+  const section = document.getElementById("why-pipelining");
+  if (!section || section.hidden) return;
+  try {
+    renderBandwidth(document.getElementById("bandwidth-chart"), await api.bandwidth());
+  } catch (err) {
+    section.hidden = true;
+  }
+}
+
 main();
+bandwidth();

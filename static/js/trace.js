@@ -111,6 +111,7 @@ export const api = {
     request(`/api/v1/traces/${encodeURIComponent(config.scenario)}?${traceQuery(config, extra)}`),
   replays: () => request("/api/v1/replays"),
   replay: (id) => request(`/api/v1/replays/${encodeURIComponent(id)}`),
+  bandwidth: () => request("/api/v1/replays/bandwidth"),
   check: (body) => request("/api/v1/check", {method: "POST", body: JSON.stringify(body)}),
 };
 

@@ -3,13 +3,13 @@ new connection, so either worker may answer, and each rebuilds the session from 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
 import pytest
 import websockets
 
+from tests.asyncutil import run_async
 from tests.browser.server import uvicorn_server
 
 API = "/api/v1"
@@ -55,6 +55,6 @@ def test_a_socket_on_one_worker_takes_an_id_from_another(two_workers):
             second = json.loads(await ws.recv())
             return first, second
 
-    first, second = asyncio.run(asyncio.wait_for(play(), 20))
+    first, second = run_async(play, 20)
     assert first["step"] == 7 and second["step"] == 8
     assert second["record"]["op"] == "mbarrier.try_wait.parity"

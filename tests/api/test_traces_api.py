@@ -1,4 +1,5 @@
 import json
+import re
 
 import jsonschema
 import pytest
@@ -139,3 +140,12 @@ def test_pages_for_unknown_things_are_404(client):
     assert client.get("/replays/bandwidth").status_code == 404
     assert client.get("/replays/single_barrier").status_code == 200
     assert client.get("/scenarios/nope").status_code == 404
+
+
+def test_the_served_pages_offer_replays_the_bandwidth_plot_and_the_checker(client):
+    """The pages show what the real app answers: no subsystem is hidden as missing."""
+    home = client.get("/").text
+    for section in ("replays", "why-pipelining"):
+        tag = re.search(rf'<section[^>]*id="{section}"[^>]*>', home)
+        assert tag and "hidden" not in tag.group(0), section
+    assert 'id="check-button"' in client.get("/scenarios/double_buffer_tma").text

@@ -467,3 +467,16 @@ def test_theme_toggle_is_remembered(page):
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     page.reload()
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+
+
+def test_why_pipelining_plot_draws_the_measured_bandwidth(page):
+    page.goto("/")
+    chart = page.locator("#bandwidth-chart svg.bw-chart")
+    expect(chart).to_be_visible()
+    lines = page.locator("#bandwidth-chart .bw-line")
+    expect(lines).to_have_count(3)
+    assert page.locator("#bandwidth-chart .bw-memcpy").count() == 1
+    assert lines.first.get_attribute("data-tile-bytes") == "4096"
+    expect(page.locator("#bandwidth-chart")).to_contain_text("of cudaMemcpy")
+    page.locator("#why-pipelining").scroll_into_view_if_needed()
+    shot(page, "why-pipelining")

@@ -4,7 +4,6 @@ field, a 503 when every check slot is busy, and a check never blocking the event
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import anyio
@@ -14,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.api.routes import check as check_route
 from app.main import app
+from tests.asyncutil import run_async
 
 CONTRACT = {"verdict", "violations", "states_explored", "elapsed_s"}
 UNSAFE = {"scenario": "double_buffer_tma", "params": {"stages": 1, "tiles": 2, "consumers": 2},
@@ -173,20 +173,5 @@ async def _latencies_during_a_long_check() -> list[float]:
 
 
 def test_a_check_does_not_block_the_event_loop():
-    """Runs its own event loop in a thread of its own: the browser tests' sync Playwright keeps
-    a loop running in the main thread for the whole session."""
-    outcome: dict = {}
-
-    def target():
-        try:
-            outcome["latencies"] = anyio.run(_latencies_during_a_long_check)
-        except BaseException as err:  # noqa: BLE001 - re-raised in the test's thread
-            outcome["error"] = err
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(30)
-    if "error" in outcome:
-        raise outcome["error"]
-    latencies = outcome["latencies"]
+    latencies = run_async(_latencies_during_a_long_check)
     assert max(latencies) < 0.5, latencies
