@@ -49,6 +49,7 @@ bench: install-test
 # `$(PYTHON) -m app.capture.make_all --decode-only` rebuilds them from traces/raw/ without a GPU.
 capture:
 	PYTHONPATH=. $(PYTHON) -m app.capture.make_all
+	PYTHONPATH=. $(PYTHON) -m app.capture.probes --out traces/probes.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache test-artifacts

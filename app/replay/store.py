@@ -21,7 +21,7 @@ MAX_BYTES = 2 * 1024 * 1024
 """Largest trace file served (the shipped ones stay under 1 MB)."""
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,99}$")
-NOT_TRACES = {"bandwidth"}
+NOT_TRACES = {"bandwidth", "probes"}
 
 EVENT_KINDS = {
     "init", "arrive", "expect_tx", "complete_tx", "phase_completed", "wait_returned",
