@@ -20,15 +20,13 @@ BUG_TOGGLES = (
     "wrong_arrival_count",
 )
 
-PIPELINES = ("single_barrier", "tma_ring", "kloop_mma", "proxy_store")
-"""The machine shapes the engine knows how to wire; a scenario names one of them."""
-
 
 @dataclass(frozen=True, slots=True)
 class PipelineConfig:
     """Everything that fixes a run except the schedule."""
 
     pipeline: str
+    """The machine shape: single_barrier, tma_ring, kloop_mma or proxy_store (agents.py)."""
     stages: int = 2
     tiles: int = 4
     tile_bytes: int = 4096

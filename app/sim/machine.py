@@ -233,9 +233,6 @@ class Machine:
             return "the tensor core has nothing queued"
         return "no such TMA copy in flight"
 
-    def finished(self) -> bool:
-        return self.status != RUNNING
-
     def step(self, move: int) -> dict:
         """Make one move and return its step record (trace format: STEP, without snapshot)."""
         if self.status != RUNNING:
