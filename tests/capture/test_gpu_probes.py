@@ -1,0 +1,36 @@
+"""On a GPU: run the tx-count probes again and check each ends as the shipped probes.json says.
+
+Marked `gpu`; skipped where CuPy or a CUDA device is missing. `short_racing` races four copies, so
+only its absence of a trap is required; every other probe is one thread on one barrier.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.capture import probes
+
+from .test_gpu_capture import _cuda_device
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not _cuda_device(), reason="needs CuPy and a CUDA device"),
+]
+
+SHIPPED = json.loads((Path(__file__).resolve().parents[2] / "traces" / "probes.json").read_text())
+
+
+def test_probes_end_as_shipped(tmp_path, capsys):
+    out = tmp_path / "probes.json"
+    assert probes.main(["--out", str(out)]) == 0
+    measured = {r["probe"]: r for r in json.loads(out.read_text())["probes"]}
+    for shipped in SHIPPED["probes"]:
+        now = measured[shipped["probe"]]
+        assert now["error"] is None, now
+        if shipped["probe"] == "short_racing":
+            continue
+        for field in ("phase0_completed", "parity_at_end", "parity_before_expect"):
+            assert now[field] == shipped[field], (shipped["probe"], field, now)
