@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from fastapi import HTTPException
+
 from app.core.config import settings
 from app.scenarios import ParamError, Scenario
 from app.scenarios import get as get_scenario
@@ -22,8 +24,6 @@ MAX_SEED = 2**63 - 1
 
 
 def scenario_or_404(scenario_id: str) -> Scenario:
-    from fastapi import HTTPException
-
     try:
         return get_scenario(scenario_id)
     except KeyError:

@@ -6,12 +6,12 @@ traces/ folder (keyed by modification times), and answers are JSON-encoded here 
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
+from app.api.encode import compact_json, json_response
 from app.replay.conformance import check_trace
 from app.replay.store import TRACES_DIR, ReplayError, list_replays, load_bandwidth, load_replay
 
@@ -38,20 +38,16 @@ def _replay(replay_id: str) -> dict:
         raise _http(exc) from exc
 
 
-def _json(value) -> Response:
-    return Response(json.dumps(value, separators=(",", ":")), media_type="application/json")
-
-
 @lru_cache(maxsize=2)
-def _catalogue(stamp: tuple) -> Response:
-    return _json({"replays": list_replays()})
+def _catalogue(stamp: tuple) -> bytes:
+    return compact_json({"replays": list_replays()})
 
 
 @router.get("")
 def get_replays() -> Response:
     """The catalogue: one entry per shipped GPU trace (id, scenario, status, device, lesson)."""
     stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(TRACES_DIR.glob("*.json")))
-    return _catalogue(stamp)
+    return json_response(_catalogue(stamp))
 
 
 @router.get("/bandwidth")
@@ -75,11 +71,12 @@ def get_replay(
     total = doc["total_steps"]
     last = total if last is None else min(last, total)
     if first == 1 and last == total and snapshots:
-        return _json(doc)
+        return json_response(doc)
     steps = doc["steps"][first - 1:last]
     if not snapshots:
         steps = [{k: v for k, v in s.items() if k != "snapshot"} for s in steps]
-    return _json({**doc, "steps": steps, "window": {"from": first, "to": max(first - 1, last)}})
+    window = {"from": first, "to": max(first - 1, last)}
+    return json_response({**doc, "steps": steps, "window": window})
 
 
 @router.get("/{replay_id}/conformance")

@@ -20,45 +20,38 @@ SHIPPED = json.loads((Path(__file__).resolve().parents[2] / "traces" / "probes.j
 RESULTS = {r["probe"]: r for r in SHIPPED["probes"]}
 
 
+# Each probe as barrier operations: ("expect", bytes) is arrive.expect_tx, ("land", bytes) one bulk
+# copy's complete_tx, ("mark",) notes the parity before the probe's last expect_tx.
+PROGRAMS = {
+    "exact": [("expect", 4096)] + [("land", 1024)] * 4,
+    "short_racing": [("expect", 3072)] + [("land", 1024)] * 4,
+    "short_one_copy": [("expect", 3072), ("land", 4096)],
+    "extra_copy_after_completion": [("expect", 3072)] + [("land", 1024)] * 4
+    + [("mark",), ("expect", 1024)],
+    "complete_tx_first": [("land", 1024), ("expect", 1024)],
+    "copy_before_expect": [("land", 1024), ("expect", 1024)],
+    "long": [("expect", 5120)] + [("land", 1024)] * 4,
+}
+
+
 def model(probe: str) -> dict:
     """(phase 0 completed, parity at the end, parity before the last expect_tx) per the model."""
     bar = Mbarrier()
     bar.init(1)
     before = None
-    if probe == "exact":
-        bar.arrive_expect_tx(4096)
-        for _ in range(4):
-            bar.complete_tx(1024)
-    elif probe == "short_racing":
-        bar.arrive_expect_tx(3072)
-        for _ in range(4):
-            bar.complete_tx(1024)
-    elif probe == "short_one_copy":
-        bar.arrive_expect_tx(3072)
-        bar.complete_tx(4096)
-    elif probe == "extra_copy_after_completion":
-        bar.arrive_expect_tx(3072)
-        for _ in range(3):
-            bar.complete_tx(1024)
-        bar.complete_tx(1024)
-        before = bar.parity
-        bar.arrive_expect_tx(1024)
-    elif probe == "complete_tx_first":
-        bar.complete_tx(1024)
-        bar.arrive_expect_tx(1024)
-    elif probe == "copy_before_expect":
-        bar.complete_tx(1024)
-        bar.arrive_expect_tx(1024)
-    elif probe == "long":
-        bar.arrive_expect_tx(5120)
-        for _ in range(4):
-            bar.complete_tx(1024)
+    for op, *nbytes in PROGRAMS[probe]:
+        if op == "expect":
+            bar.arrive_expect_tx(*nbytes)
+        elif op == "land":
+            bar.complete_tx(*nbytes)
+        else:
+            before = bar.parity
     return {"phase0_completed": bar.phase >= 1, "parity_at_end": bar.parity,
             "parity_before_expect": before}
 
 
 def test_every_probe_was_measured_without_a_trap():
-    assert set(RESULTS) == set(PROBES)
+    assert set(RESULTS) == set(PROBES) == set(PROGRAMS)
     assert SHIPPED["device"]["device"].startswith("NVIDIA H")
     for result in RESULTS.values():
         assert result["error"] is None and result["finished"], result

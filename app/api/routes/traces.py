@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from app.api.encode import json_response
 from app.api.runs import parse_schedule, runs, scenario_or_404
 from app.core.config import settings
 from app.scenarios import PARAM_NAMES, ParamError
@@ -34,7 +34,7 @@ def get_trace(
     snapshots: bool = True,
 ) -> Response:
     """The trace of one run (docs/trace-format.md). Without `to`, as many steps as one response
-    may hold. Encoded here in one pass: FastAPI's generic encoder costs far more than the run."""
+    may hold."""
     scenario = scenario_or_404(scenario_id)
     for name in request.query_params:
         if name not in QUERY_NAMES:
@@ -53,5 +53,4 @@ def get_trace(
         raise ParamError("to", f"a window holds at most {window} steps "
                                f"({'with' if snapshots else 'without'} snapshots); "
                                f"asked for {last - first + 1}")
-    document = run.document(first, last, snapshots)
-    return Response(json.dumps(document, separators=(",", ":")), media_type="application/json")
+    return json_response(run.document(first, last, snapshots))
