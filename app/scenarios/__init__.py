@@ -1,9 +1,9 @@
-"""The built-in scenarios: data files (one JSON per scenario) and the validator that turns a user's
-parameters and bug toggles into a `PipelineConfig`, naming the offending field on bad input.
+"""The built-in scenarios, and scenarios made from a user's pipeline text.
 
-Every size has a limit; the limits are in the data files, except the ones that follow from the
-hardware (TMA sizes are multiples of 16 bytes, a tile is at most `MAX_CHUNKS` chunks so a snapshot
-stays small).
+A built-in is a pipeline file (`<id>.pipe`, run by the engine as written) beside a small JSON file
+with its title, summary and lesson. Nothing here knows what any scenario does: parameters, their
+ranges and the bug toggles come from the pipeline text itself. `Scenario.resolve` validates a
+user's parameters and toggles and names the offending field on bad input.
 """
 
 from __future__ import annotations
@@ -13,114 +13,109 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from app.lang.compiler import (
+    Pipeline,
+    check_requires,
+    instantiate,
+    load,
+    resolve_params,
+)
+from app.lang.errors import ParamError, PipelineError
 from app.sim.config import BUG_TOGGLES, PipelineConfig
 
 HERE = Path(__file__).parent
-MAX_CHUNKS = 64
-PARAM_NAMES = ("stages", "tiles", "tile_bytes", "chunk_bytes", "consumers")
+ORDER = ("single_barrier", "double_buffer_tma", "cluster_multicast", "kloop_tma_mma",
+         "proxy_fence_store")
+
+__all__ = ["ParamError", "PipelineError", "Scenario", "catalogue", "get", "from_source"]
 
 
-class ParamError(ValueError):
-    """Bad user input; `field` names what was wrong (e.g. `stages` or `bugs`)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Scenario:
-    id: str
+    id: str | None
     title: str
     summary: str
     lesson: str
-    pipeline: str
-    parameters: dict
-    bugs: tuple[str, ...]
-    gpu: bool
+    source: str
+    gpu: bool = False
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return load(self.source)
+
+    @property
+    def parameters(self) -> dict:
+        return self.pipeline.parameters()
+
+    @property
+    def bugs(self) -> tuple[str, ...]:
+        return tuple(self.pipeline.bugs)
+
+    @property
+    def source_sha256(self) -> str:
+        return self.pipeline.sha256
 
     def as_dict(self) -> dict:
         return {
             "id": self.id, "title": self.title, "summary": self.summary, "lesson": self.lesson,
-            "parameters": self.parameters, "bugs": list(self.bugs), "gpu": self.gpu,
+            "parameters": self.parameters, "bugs": list(self.bugs),
+            "toggles": self.pipeline.toggles(), "gpu": self.gpu,
+            "source_sha256": self.source_sha256,
         }
 
     def defaults(self) -> dict[str, int]:
         return {name: spec["default"] for name, spec in self.parameters.items()}
 
     def resolve(self, params: dict | None = None, bugs=()) -> PipelineConfig:
-        """Validate `params` (missing ones take their default) and `bugs`; a `PipelineConfig`."""
-        values = self.defaults()
-        for name, raw in (params or {}).items():
-            if raw is None:
-                continue
-            if name not in self.parameters:
-                if name in PARAM_NAMES:
-                    raise ParamError(name, f"{self.id} has no parameter {name!r}; it takes "
-                                           f"{', '.join(self.parameters)}")
-                raise ParamError(name, f"unknown parameter {name!r}")
-            values[name] = _integer(name, raw, self.parameters[name])
-        tile, chunk = values["tile_bytes"], values["chunk_bytes"]
-        for name in ("tile_bytes", "chunk_bytes"):
-            if values[name] % 16:
-                raise ParamError(name, f"{name} must be a multiple of 16 (TMA copies move "
-                                       f"16-byte units); got {values[name]}")
-        if tile % chunk:
-            raise ParamError("chunk_bytes", f"chunk_bytes ({chunk}) must divide tile_bytes "
-                                            f"({tile})")
-        if tile // chunk > MAX_CHUNKS:
-            raise ParamError("chunk_bytes", f"a tile may have at most {MAX_CHUNKS} chunks; "
-                                            f"{tile} / {chunk} = {tile // chunk}")
-        bug_set = _bugs(self, bugs)
-        return PipelineConfig(
-            pipeline=self.pipeline,
-            stages=values.get("stages", 1),
-            tiles=values["tiles"],
-            tile_bytes=tile,
-            chunk_bytes=chunk,
-            consumers=values.get("consumers", 1),
-            bugs=bug_set,
-        )
+        """Validate `params` (missing ones take their default) and `bugs`; a `PipelineConfig`.
+
+        Raises `ParamError` naming the field, or `PipelineError` for a text that does not
+        compile (with these parameters)."""
+        chosen = self._bugs(bugs)
+        try:
+            pipeline = load(self.source, chosen)
+        except ParamError:
+            raise
+        values = resolve_params(pipeline, params)
+        check_requires(pipeline, values)
+        key = tuple(sorted(values.items()))
+        program = instantiate(pipeline, key)
+        return PipelineConfig(program, pipeline.sha256, key, chosen)
+
+    def _bugs(self, bugs) -> frozenset[str]:
+        if isinstance(bugs, str):
+            bugs = [b for b in bugs.split(",") if b.strip()]
+        takes = self.bugs
+        chosen = set()
+        for bug in bugs:
+            if not isinstance(bug, str):
+                raise ParamError("bugs", "bug toggles are names")
+            bug = bug.strip()
+            if bug not in takes:
+                who = self.id or "this pipeline"
+                if bug in BUG_TOGGLES:
+                    raise ParamError("bugs", f"{who} has no use for {bug}; it takes "
+                                             f"{', '.join(takes) or 'none'}")
+                raise ParamError("bugs", f"unknown bug toggle {bug[:60]!r}; {who} takes "
+                                         f"{', '.join(takes) or 'none'}")
+            chosen.add(bug)
+        if {"expect_tx_short", "expect_tx_long"} <= chosen:
+            raise ParamError("bugs", "expect_tx_short and expect_tx_long exclude each other")
+        return frozenset(chosen)
 
     def describe(self, cfg: PipelineConfig) -> dict:
         """The trace's `scenario` block (without the schedule) for a resolved configuration."""
-        params = {"stages": cfg.stages, "tiles": cfg.tiles, "tile_bytes": cfg.tile_bytes,
-                  "chunk_bytes": cfg.chunk_bytes, "consumers": cfg.consumers}
-        return {"id": self.id, "params": {k: v for k, v in params.items() if k in self.parameters},
-                "bugs": sorted(cfg.bugs)}
+        return {"id": self.id, "params": dict(cfg.params), "bugs": sorted(cfg.bugs),
+                "source_sha256": cfg.source_sha256}
 
 
-def _integer(name: str, raw, spec: dict) -> int:
-    if isinstance(raw, bool):
-        raise ParamError(name, f"{name} must be an integer")
-    if isinstance(raw, str):
-        if not raw.strip().lstrip("-").isdigit() or len(raw) > 12:
-            raise ParamError(name, f"{name} must be an integer; got {raw[:40]!r}")
-        raw = int(raw)
-    if not isinstance(raw, int):
-        raise ParamError(name, f"{name} must be an integer")
-    if not spec["min"] <= raw <= spec["max"]:
-        raise ParamError(name, f"{name} must be in {spec['min']}..{spec['max']}; got {raw}")
-    return raw
-
-
-def _bugs(scenario: Scenario, bugs) -> frozenset[str]:
-    if isinstance(bugs, str):
-        bugs = [b for b in bugs.split(",") if b.strip()]
-    chosen = set()
-    for bug in bugs:
-        bug = bug.strip()
-        if bug not in BUG_TOGGLES:
-            raise ParamError("bugs", f"unknown bug toggle {bug[:60]!r}; known toggles: "
-                                     f"{', '.join(BUG_TOGGLES)}")
-        if bug not in scenario.bugs:
-            raise ParamError("bugs", f"{scenario.id} has no use for {bug}; it takes "
-                                     f"{', '.join(scenario.bugs)}")
-        chosen.add(bug)
-    if {"expect_tx_short", "expect_tx_long"} <= chosen:
-        raise ParamError("bugs", "expect_tx_short and expect_tx_long exclude each other")
-    return frozenset(chosen)
+def from_source(source: str) -> Scenario:
+    """A scenario made from a user's pipeline text (checked: a `PipelineError` if it does not
+    compile with its default parameters)."""
+    scenario = Scenario(None, "Your pipeline", "", "", source)
+    pipeline = scenario.pipeline
+    instantiate(pipeline, tuple(sorted(resolve_params(pipeline, {}).items())))
+    return scenario
 
 
 @cache
@@ -131,11 +126,10 @@ def catalogue() -> dict[str, Scenario]:
         data = json.loads(path.read_text())
         out[data["id"]] = Scenario(
             id=data["id"], title=data["title"], summary=data["summary"], lesson=data["lesson"],
-            pipeline=data["pipeline"], parameters=data["parameters"], bugs=tuple(data["bugs"]),
-            gpu=data.get("gpu", False),
+            source=(HERE / data["source"]).read_text(), gpu=data.get("gpu", False),
         )
-    order = ("single_barrier", "double_buffer_tma", "kloop_tma_mma", "proxy_fence_store")
-    return {k: out[k] for k in sorted(out, key=lambda k: (order.index(k) if k in order else 99, k))}
+    return {k: out[k] for k in sorted(out, key=lambda k: (ORDER.index(k) if k in ORDER else 99,
+                                                          k))}
 
 
 def get(scenario_id: str) -> Scenario:

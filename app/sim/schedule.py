@@ -42,7 +42,8 @@ class Schedule:
 
 
 class RoundRobin:
-    """The next enabled mover after the one that moved last, in move order."""
+    """The next enabled mover after the one that moved last, in move order. It never holds a
+    landing's complete-tx: each chunk reaches the barrier on its own."""
 
     __slots__ = ("last",)
 
@@ -53,7 +54,10 @@ class RoundRobin:
         ready = machine.ready
         if not ready:
             return None
+        holds = machine.hold_base
         for move in ready:
+            if move >= holds:
+                break
             if move > self.last:
                 self.last = move
                 return move

@@ -31,7 +31,9 @@ class Run:
                  scenario: dict | None = None, step_limit: int = STEP_LIMIT):
         self.cfg = cfg
         self.schedule = schedule
-        self.scenario = scenario or {"id": cfg.pipeline, "params": {}, "bugs": sorted(cfg.bugs)}
+        self.scenario = scenario or {"id": None, "params": dict(cfg.params),
+                                     "bugs": sorted(cfg.bugs),
+                                     "source_sha256": cfg.source_sha256}
         self.step_limit = step_limit
         self.machine = Machine(cfg)
         self.choices = bytearray()

@@ -62,6 +62,10 @@ CASES = [
     ("kloop_tma_mma", "missing_mma_commit", {"stages": 2, "tiles": 4}, "deadlock", None, None),
     ("kloop_tma_mma", "producer_skips_empty_wait", {"stages": 2, "tiles": 4}, "overwrite", "tma",
      "cp.async.bulk"),
+    ("kloop_tma_mma", "missing_tcgen05_fence", {"stages": 2, "tiles": 4}, "tcgen05_ld_race",
+     "epilogue", "tcgen05.ld"),
+    ("kloop_tma_mma", "missing_tcgen05_wait", {"stages": 2, "tiles": 4}, "tcgen05_ld_race",
+     "epilogue", "st.global"),
     ("proxy_fence_store", "missing_proxy_fence", {"stages": 2, "tiles": 4},
      "proxy_fence_missing", "tma", "cp.async.bulk"),
 ]
@@ -97,7 +101,7 @@ def test_every_accepted_toggle_is_covered():
 def test_forget_phase_toggle_wait_returns_on_tile_0_completion_while_tile_2_is_missing():
     """The issue's example, as a manual schedule: stages 2, tiles 4, a consumer that races ahead."""
     tile = ["tma"] * 4
-    store = ["tma"] * 4
+    store = ["tma"] * 5  # four chunks read, then the store's writes land
     consume = ["consumer0"] * 4 + store + ["consumer0"] * 3
     produce = ["producer"] * 4
     moves = produce + tile + produce + tile + consume + consume + ["producer"] * 3 + ["tma"]
@@ -107,7 +111,7 @@ def test_forget_phase_toggle_wait_returns_on_tile_0_completion_while_tile_2_is_m
     wait_step = len(moves) - 1
     wait = record_at(run, wait_step)
     assert (wait["agent"], wait["operands"]) == (
-        "consumer0", {"barrier": "full_barrier[0]", "parity": 0})
+        "consumer0", {"barrier": "full_barrier[0]", "parity": 0, "phases_needed": 2})
     assert [d["kind"] for d in wait["diagnostics"]] == ["stale_wait"]
     full0 = wait["snapshot"]["barriers"][0]
     assert (full0["phase"], full0["tx_count"]) == (1, 3072), "tile 2 has 3 of 4 chunks to land"

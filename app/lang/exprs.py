@@ -1,0 +1,159 @@
+"""Expressions of the pipeline language: folded to constants over parameters, or turned into
+Python code over the agent's register list `r` (C's integer semantics: `/` and `%` truncate toward
+zero, comparisons and `&&`/`||` give 0 or 1)."""
+
+from __future__ import annotations
+
+import difflib
+
+from app.sim.program import Expr, function
+
+from .errors import PipelineError
+from .syntax import BinOp, Ctor, Field, Index, Name, Num, UnOp
+
+INT_LIMIT = 2**62
+STATE_FIELDS = ("index", "phase", "count")
+
+_PY_OPS = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
+_COMPARE = {"==", "!=", "<", "<=", ">", ">="}
+
+
+class Scope:
+    """What names mean inside one agent: parameters and constants fold, registers are `r[i]`."""
+
+    def __init__(self, constants: dict[str, int], arrays: dict[str, str]):
+        self.constants = dict(constants)
+        self.arrays = arrays
+        """Array name -> its kind (`barrier`, `smem`, `tensor`, `tmem`), for error messages."""
+        self.registers: dict[str, int] = {}
+        self.states: dict[str, int] = {}
+        """PipelineState register name -> its stage count."""
+
+    def known(self) -> list[str]:
+        return [*self.constants, *self.registers, *self.states, *self.arrays]
+
+    def unknown(self, name: str, pos) -> PipelineError:
+        close = difflib.get_close_matches(name, self.known(), n=1)
+        hint = f"did you mean `{close[0]}`?" if close else None
+        return PipelineError(f"`{name}` is not declared here", pos.line, pos.column, hint=hint)
+
+
+def text_of(node) -> str:
+    """The expression written back as text (for messages and the trace)."""
+    if isinstance(node, Num):
+        return str(node.value)
+    if isinstance(node, Name):
+        return node.name
+    if isinstance(node, Field):
+        return f"{text_of(node.base)}.{node.name}"
+    if isinstance(node, Index):
+        return f"{text_of(node.base)}[{text_of(node.index)}]"
+    if isinstance(node, BinOp):
+        return f"{_paren(node.left)} {node.op} {_paren(node.right)}"
+    if isinstance(node, UnOp):
+        return f"{node.op}{_paren(node.operand)}"
+    if isinstance(node, Ctor):
+        return f"{node.name}()"
+    return "?"
+
+
+def _paren(node) -> str:
+    text = text_of(node)
+    return f"({text})" if isinstance(node, BinOp) else text
+
+
+def compile_expr(node, scope: Scope) -> Expr:
+    """An `Expr`; a `PipelineError` at the node for anything that is not an integer here."""
+    text = text_of(node)
+    if isinstance(node, Num):
+        return _const(node.value, text, node.pos)
+    if isinstance(node, Name):
+        if node.name in scope.constants:
+            return Expr(text, str(scope.constants[node.name]), scope.constants[node.name])
+        if node.name in scope.registers:
+            return Expr(text, f"r[{scope.registers[node.name]}]")
+        if node.name in scope.states:
+            raise PipelineError(f"`{node.name}` is a PipelineState; use one of its fields",
+                                node.pos.line, node.pos.column,
+                                hint=f"`{node.name}.index`, `{node.name}.phase` or "
+                                     f"`{node.name}.count`")
+        if node.name in scope.arrays:
+            raise PipelineError(f"`{node.name}` is a {scope.arrays[node.name]}, not a number",
+                                node.pos.line, node.pos.column,
+                                hint="barriers, stages and tensors go in `[...]` operands")
+        raise scope.unknown(node.name, node.pos)
+    if isinstance(node, Field):
+        if isinstance(node.base, Name) and node.base.name in scope.states:
+            if node.name not in STATE_FIELDS:
+                raise PipelineError(f"a PipelineState has no field `{node.name}`",
+                                    node.pos.line, node.pos.column,
+                                    hint="its fields are index, phase and count")
+            reg = scope.registers[f"{node.base.name}.{node.name}"]
+            return Expr(text, f"r[{reg}]")
+        raise PipelineError(f"`{text}`: only a PipelineState has fields", node.pos.line,
+                            node.pos.column)
+    if isinstance(node, BinOp):
+        return _binop(node, scope, text)
+    if isinstance(node, UnOp):
+        inner = compile_expr(node.operand, scope)
+        code = {"-": f"(-{inner.code})", "+": inner.code, "!": f"int(not {inner.code})",
+                "~": f"(~{inner.code})"}[node.op]
+        return _fold(Expr(text, code, None), inner.const is not None, node.pos)
+    if isinstance(node, Index):
+        raise PipelineError(f"`{text}` is an element of an array, not a number", node.pos.line,
+                            node.pos.column, hint="write it as an operand in brackets: "
+                                                  f"`[{text}]`")
+    raise PipelineError(f"`{text}` is not a number", node.pos.line, node.pos.column)
+
+
+def _binop(node: BinOp, scope: Scope, text: str) -> Expr:
+    left = compile_expr(node.left, scope)
+    right = compile_expr(node.right, scope)
+    a, b, op = left.code, right.code, node.op
+    if op in _PY_OPS:
+        if op in ("<<", ">>") and right.const is not None and not 0 <= right.const < 63:
+            raise PipelineError(f"shift by {right.const}: shifts must be 0..62", node.pos.line,
+                                node.pos.column)
+        code = f"({a} {_PY_OPS[op]} {b})"
+    elif op == "/":
+        code = f"_div({a}, {b})"
+    elif op == "%":
+        code = f"_mod({a}, {b})"
+    elif op in _COMPARE:
+        code = f"int({a} {op} {b})"
+    elif op == "&&":
+        code = f"int(bool({a}) and bool({b}))"
+    elif op == "||":
+        code = f"int(bool({a}) or bool({b}))"
+    else:
+        raise PipelineError(f"unknown operator `{op}`", node.pos.line, node.pos.column)
+    both = left.const is not None and right.const is not None
+    return _fold(Expr(text, code, None), both, node.pos)
+
+
+def _fold(expr: Expr, constant: bool, pos) -> Expr:
+    if not constant:
+        return expr
+    from app.sim.program import ProgramError
+
+    try:
+        value = function(expr)(None)
+    except ProgramError as err:
+        raise PipelineError(f"`{expr.text}`: {err.message}", pos.line, pos.column) from None
+    return _const(value, expr.text, pos)
+
+
+def _const(value: int, text: str, pos) -> Expr:
+    if not -INT_LIMIT <= value <= INT_LIMIT:
+        raise PipelineError(f"`{text[:60]}` is too large (numbers stay within ±2^62)",
+                            pos.line, pos.column)
+    return Expr(text, str(value), value)
+
+
+def constant(node, scope: Scope, what: str) -> int:
+    """The value of an expression that must not depend on registers (sizes, initial values)."""
+    expr = compile_expr(node, scope)
+    if expr.const is None:
+        raise PipelineError(f"{what} must be a constant (numbers and parameters only); "
+                            f"`{expr.text}` reads a register", node.pos.line, node.pos.column)
+    return expr.const

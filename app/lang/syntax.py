@@ -1,0 +1,432 @@
+"""The pipeline language's syntax: the Lark grammar (pipeline.lark) and a transformer that turns
+its tree into small frozen dataclasses, each carrying where it stands in the text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from .errors import PipelineError, expected_words
+
+GRAMMAR = Path(__file__).with_name("pipeline.lark")
+
+
+@dataclass(frozen=True, slots=True)
+class Pos:
+    line: int
+    column: int
+    start: int = 0
+    end: int = 0
+
+
+# ------------------------------------------------------------------------------- expressions
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    value: int
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    name: str
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    base: object
+    index: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    base: object
+    name: str
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp:
+    op: str
+    left: object
+    right: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class UnOp:
+    op: str
+    operand: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Ctor:
+    name: str
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    expr: object
+    pos: Pos
+
+
+# -------------------------------------------------------------------------------- statements
+
+@dataclass(frozen=True, slots=True)
+class Decl:
+    type: str
+    stages: object
+    name: str
+    init: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Simple:
+    """`++x`, `x op= e` or `x = e`: `target` is (name, field or None)."""
+
+    target: tuple[str, str | None]
+    op: str
+    value: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Instr:
+    opcode: str
+    operands: tuple
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    name: str
+    args: tuple
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    var: str
+    init: object
+    cond: object
+    update: Simple
+    body: tuple
+    pos: Pos
+    declares: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class While:
+    cond: object
+    body: tuple
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    cond: object
+    then: tuple
+    orelse: tuple
+    pos: Pos
+
+
+# ------------------------------------------------------------------------------ declarations
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    default: int
+    low: int
+    high: int
+    doc: str
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Array:
+    """A `tensor`, `smem`, `barrier` or `tmem` declaration."""
+
+    kind: str
+    name: str
+    dim: object
+    bytes: object = None
+    chunk: object = None
+    release: str | None = None
+    init: object = None
+    pos: Pos = Pos(1, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    name: str
+    dim: object
+    body: tuple
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Helper:
+    name: str
+    params: tuple[str, ...]
+    body: tuple
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    scope: str | None
+    old: str
+    new: str
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Bug:
+    name: str
+    doc: str
+    requires: object
+    requires_doc: str
+    patches: tuple[Patch, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    items: tuple = field(default=())
+
+
+def _pos(meta) -> Pos:
+    if getattr(meta, "empty", True):
+        return Pos(1, 1)
+    return Pos(meta.line, meta.column, meta.start_pos, meta.end_pos)
+
+
+def _tpos(token: Token) -> Pos:
+    return Pos(token.line, token.column, token.start_pos, token.end_pos)
+
+
+def _string(token: Token) -> str:
+    body = str(token)[1:-1]
+    return body.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+
+
+def _int(token: Token) -> int:
+    text = str(token).replace("_", "")
+    return int(text, 16) if text.startswith("0x") else int(text)
+
+
+@v_args(meta=True)
+class ToAst(Transformer):
+    """Lark tree -> the dataclasses above."""
+
+    def start(self, meta, items):
+        return Module(tuple(items))
+
+    def signed(self, meta, children):
+        return _int(children[0])
+
+    def negative(self, meta, children):
+        return -_int(children[0])
+
+    def param(self, meta, children):
+        name, default, low, high, *doc = children
+        return Param(str(name), default, low, high, _string(doc[0]) if doc else "", _pos(meta))
+
+    def dims(self, meta, children):
+        return children[0] if children else None
+
+    def release(self, meta, children):
+        return str(children[0])
+
+    def init(self, meta, children):
+        return children[0]
+
+    def tensor(self, meta, children):
+        name, dim, nbytes = children
+        return Array("tensor", str(name), dim, bytes=nbytes, pos=_pos(meta))
+
+    def smem(self, meta, children):
+        name, dim, nbytes, chunk, *release = children
+        return Array("smem", str(name), dim, bytes=nbytes, chunk=chunk,
+                     release=release[0] if release else None, pos=_pos(meta))
+
+    def barrier(self, meta, children):
+        name, dim, *init = children
+        return Array("barrier", str(name), dim, init=init[0] if init else None, pos=_pos(meta))
+
+    def tmem(self, meta, children):
+        return Array("tmem", str(children[0]), None, pos=_pos(meta))
+
+    def agent(self, meta, children):
+        name, dim, body = children
+        return Agent(str(name), dim, body, _pos(meta))
+
+    def names(self, meta, children):
+        return tuple(str(c) for c in children)
+
+    def helper(self, meta, children):
+        name, *rest = children
+        params = rest[0] if len(rest) == 2 else ()
+        return Helper(str(name), params, rest[-1], _pos(meta))
+
+    def requires(self, meta, children):
+        return (children[0], _string(children[1]) if len(children) > 1 else "")
+
+    def scope(self, meta, children):
+        return str(children[0])
+
+    def replace(self, meta, children):
+        scope = children[0] if len(children) == 3 else None
+        return Patch(scope, _string(children[-2]), _string(children[-1]), _pos(meta))
+
+    def delete(self, meta, children):
+        scope = children[0] if len(children) == 2 else None
+        return Patch(scope, _string(children[-1]), "", _pos(meta))
+
+    def bug(self, meta, children):
+        name, doc, *rest = children
+        requires, requires_doc = (None, "")
+        if rest and isinstance(rest[0], tuple):
+            requires, requires_doc = rest.pop(0)
+        return Bug(str(name), _string(doc), requires, requires_doc, tuple(rest), _pos(meta))
+
+    def block(self, meta, children):
+        return tuple(children)
+
+    def int_type(self, meta, children):
+        return ("int", None)
+
+    def state_type(self, meta, children):
+        token = children[0]
+        stages = Num(_int(token), _tpos(token)) if token.type == "INT" else Name(str(token),
+                                                                                  _tpos(token))
+        return ("PipelineState", stages)
+
+    def decl(self, meta, children):
+        (kind, stages), name, *init = children
+        return Decl(kind, stages, str(name), init[0] if init else None, _pos(meta))
+
+    def for_stmt(self, meta, children):
+        var, init, cond, update, body = children
+        return For(str(var), init, cond, update, body, _pos(meta))
+
+    def while_stmt(self, meta, children):
+        cond, body = children
+        return While(cond, body, _pos(meta))
+
+    def if_stmt(self, meta, children):
+        cond, then, *orelse = children
+        return If(cond, then, orelse[0] if orelse else (), _pos(meta))
+
+    def instr(self, meta, children):
+        opcode, *operands = children
+        return Instr(str(opcode), tuple(operands), _pos(meta))
+
+    def args(self, meta, children):
+        return tuple(children)
+
+    def call(self, meta, children):
+        name, *args = children
+        return Call(str(name), args[0] if args else (), _pos(meta))
+
+    def address(self, meta, children):
+        return Address(children[0], _pos(meta))
+
+    def operand(self, meta, children):
+        return children[0]
+
+    def lvalue(self, meta, children):
+        return (str(children[0]), str(children[1]) if len(children) > 1 else None)
+
+    def incr(self, meta, children):
+        return Simple(children[0], "++", None, _pos(meta))
+
+    def assign(self, meta, children):
+        target, op, value = children
+        return Simple(target, str(op), value, _pos(meta))
+
+    def assign_plain(self, meta, children):
+        target, value = children
+        return Simple(target, "=", value, _pos(meta))
+
+    def binop(self, meta, children):
+        left, op, right = children
+        return BinOp(str(op), left, right, _pos(meta))
+
+    def unop(self, meta, children):
+        op, operand = children
+        return UnOp(str(op), operand, _pos(meta))
+
+    def number(self, meta, children):
+        return Num(_int(children[0]), _tpos(children[0]))
+
+    def name(self, meta, children):
+        return Name(str(children[0]), _tpos(children[0]))
+
+    def index(self, meta, children):
+        base, index = children
+        return Index(base, index, _pos(meta))
+
+    def field(self, meta, children):
+        base, name = children
+        return Field(base, str(name), _pos(meta))
+
+    def ctor(self, meta, children):
+        return Ctor(str(children[0]), _tpos(children[0]))
+
+
+@cache
+def _parser() -> Lark:
+    return Lark(GRAMMAR.read_text(), parser="lalr", propagate_positions=True,
+                maybe_placeholders=False)
+
+
+def parse(text: str) -> Module:
+    """Parse a pipeline text; a `PipelineError` says where and what was expected."""
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(text, err) from None
+    return ToAst().transform(tree)
+
+
+def _syntax_error(text: str, err: UnexpectedInput) -> PipelineError:
+    line, column = getattr(err, "line", 1), getattr(err, "column", 1)
+    if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken)
+                                          and err.token.type == "$END"):
+        lines = text.rstrip().splitlines() or [""]
+        expected = expected_words(err.expected)
+        return PipelineError(f"the text ends here, but {expected} was expected",
+                             len(lines), len(lines[-1]) + 1,
+                             hint="is a `}` or a `;` missing?")
+    if isinstance(err, UnexpectedToken):
+        got = str(err.token)
+        expected = err.expected
+        hint = _hint(got, expected)
+        return PipelineError(f"unexpected `{got[:40]}`: expected {expected_words(expected)}",
+                             line, column, hint=hint)
+    if isinstance(err, UnexpectedCharacters):
+        char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
+        hint = None
+        if char == ".":
+            hint = ("PTX instructions start with mbarrier, cp, fence, tcgen05, ld or st; "
+                    "a register's field is written `pipe_state.index`")
+        return PipelineError(f"unexpected character `{char}`", line, column, hint=hint)
+    return PipelineError(str(err).splitlines()[0], line, column)
+
+
+def _hint(got: str, expected) -> str | None:
+    if "SEMICOLON" in expected:
+        return "every declaration and instruction ends with `;`"
+    if got in ("{", "}") and "RBRACE" not in expected:
+        return "braces must pair up"
+    return None

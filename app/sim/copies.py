@@ -1,0 +1,194 @@
+"""Bulk copies: the TMA engine's loads (`cp.async.bulk.shared::cluster.global.mbarrier::
+complete_tx::bytes`) and stores (`cp.async.bulk.global.shared::cta.bulk_group`), and the bulk
+groups of `cp.async.bulk.commit_group` / `wait_group[.read] N`.
+
+A load lands chunk by chunk; each landing writes its chunk of SMEM and performs complete-tx on the
+load's barrier, either at once or *held* until a later landing on the same barrier applies the
+held bytes with its own (the hardware does not fix how a copy's bytes are grouped: SEMANTICS.md).
+A store reads SMEM chunk by chunk (after which `wait_group.read` lets the stage be reused), then
+its writes land in global memory in one more move (after which plain `wait_group` returns).
+"""
+
+from __future__ import annotations
+
+from . import smem
+from .barrier import TX_LIMIT
+from .detectors import Diagnostic
+from .program import ProgramError
+from .sync import ISSUED, barrier_op, tx_check
+
+LOAD, STORE = 0, 1
+# An in-flight copy: [direction, tile, stage, barrier, next_chunk, end_chunk, agent, group,
+#                     flagged, writing]
+OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING = (
+    range(10))
+
+
+def op_name(m, op: list) -> str:
+    if op[OP_DIR] == LOAD:
+        return f"load:{smem.tile_tag(m, op[OP_TILE])}"
+    return f"store:{m.agents[op[OP_AGENT]].name}:{smem.tile_tag(m, op[OP_TILE])}"
+
+
+def _chunks(m, stage: int, offset, nbytes: int, r) -> tuple[int, int]:
+    decl = m.program.stages[stage]
+    start = 0 if offset is None else offset(r)
+    chunk = decl.chunk_bytes
+    if nbytes <= 0 or start < 0 or start + nbytes > decl.bytes:
+        raise ProgramError("copy_shape", f"a copy of {nbytes} bytes at offset {start} does not "
+                                         f"fit {decl.name} ({decl.bytes} bytes)")
+    if start % chunk or nbytes % chunk:
+        raise ProgramError("copy_shape", f"a copy of {nbytes} bytes at offset {start} does not "
+                                         f"cover whole {chunk}-byte chunks of {decl.name}")
+    return start // chunk, (start + nbytes) // chunk
+
+
+def _load(m, a, r, args, record) -> None:
+    dst, offset, src, size, bar = args
+    stage, tile, b = dst(r), src(r), bar(r)
+    nbytes = size(r)
+    if nbytes > TX_LIMIT:
+        raise ProgramError("operand_range", f"a bulk copy moves at most {TX_LIMIT} bytes")
+    first, end = _chunks(m, stage, offset, nbytes, r)
+    m.tma.append([LOAD, tile, stage, b, first, end, a, 0, False, False])
+    m.stage_tile[stage] = tile
+    readers = m.program.readers[stage]
+    if readers:
+        m.owed[(stage, tile)] = readers
+    name = op_name(m, m.tma[-1])
+    stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
+    record["operands"] = {"op": name, "tile": smem.tile_index(tile), "stage": stage_name,
+                          "bytes": nbytes, "barrier": bar_name}
+    record["events"].append({"kind": "tma_issued", "op": name, "direction": "load",
+                             "tile": smem.tile_index(tile), "stage": stage_name,
+                             "bytes": nbytes, "barrier": bar_name})
+    m.tx_ledger[b][ISSUED] += nbytes
+    tx_check(m, b, record)
+
+
+def _store(m, a, r, args, record) -> None:
+    dst, src, offset, size = args
+    tile, stage = dst(r), src(r)
+    nbytes = size(r)
+    first, end = _chunks(m, stage, offset, nbytes, r)
+    m.tma.append([STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], False, False])
+    name = op_name(m, m.tma[-1])
+    stage_name = m.stage_names[stage]
+    record["operands"] = {"op": name, "tile": smem.tile_index(tile), "stage": stage_name,
+                          "bytes": nbytes}
+    record["events"].append({"kind": "tma_issued", "op": name, "direction": "store",
+                             "tile": smem.tile_index(tile), "stage": stage_name,
+                             "bytes": nbytes, "barrier": None})
+
+
+def _commit_group(m, a, r, args, record) -> None:
+    group = m.bulk_committed[a]
+    m.bulk_committed[a] = group + 1
+    record["operands"] = {"group": group}
+    record["events"].append({"kind": "bulk_commit", "agent": m.agents[a].name, "group": group})
+
+
+def pending_groups(m, a: int, reading: bool) -> int:
+    """Committed groups of agent `a` with a store still reading SMEM (or, with `reading`
+    False, whose writes have not all landed)."""
+    committed = m.bulk_committed[a]
+    return len({op[OP_GROUP] for op in m.tma
+                if op[OP_DIR] == STORE and op[OP_AGENT] == a and op[OP_GROUP] < committed
+                and not (reading and op[OP_WRITING])})
+
+
+def _wait_group(m, a, r, args, record) -> None:
+    n, read = args
+    allowed = n(r)
+    record["operands"] = {"pending": allowed}
+    record["events"].append({"kind": "bulk_wait_returned", "agent": m.agents[a].name,
+                             "pending": pending_groups(m, a, read)})
+
+
+def _group_ready(m, a, r, args) -> bool:
+    """PTX: every group but the N most recent has finished (reading, with `.read`)."""
+    n, read = args
+    oldest_allowed = m.bulk_committed[a] - n(r)
+    for op in m.tma:
+        if op[OP_DIR] == STORE and op[OP_AGENT] == a and op[OP_GROUP] < oldest_allowed:
+            if not (read and op[OP_WRITING]):
+                return False
+    return True
+
+
+def _waiting_group(m, a, r, args) -> dict:
+    n, read = args
+    return {"bulk_groups": pending_groups(m, a, read), "allowed": n(r)}
+
+
+def can_hold(m, k: int) -> bool:
+    """A landing may hold its complete-tx when a later chunk in flight targets the same
+    barrier (that chunk's landing will apply both)."""
+    op = m.tma[k]
+    if op[OP_DIR] != LOAD:
+        return False
+    if op[OP_NEXT] + 1 < op[OP_END]:
+        return True
+    b = op[OP_BAR]
+    return any(other[OP_DIR] == LOAD and other[OP_BAR] == b for i, other in enumerate(m.tma)
+               if i != k)
+
+
+def tma_step(m, k: int, hold: bool, record: dict) -> None:
+    op = m.tma[k]
+    record["agent"] = "tma"
+    stage, c = op[OP_STAGE], op[OP_NEXT]
+    name = op_name(m, op)
+    if op[OP_DIR] == STORE and op[OP_WRITING]:
+        record["op"] = "cp.async.bulk (writes land)"
+        record["operands"] = {"op": name, "tile": smem.tile_index(op[OP_TILE])}
+        record["events"].append({"kind": "store_complete", "op": name,
+                                 "tile": smem.tile_index(op[OP_TILE])})
+        del m.tma[k]
+        return
+    record["operands"] = {"op": name, "chunk": c, "stage": m.stage_names[stage]}
+    if op[OP_DIR] == LOAD:
+        _land(m, op, name, hold, record)
+    else:
+        smem.store_read(m, op, name, record)
+    op[OP_NEXT] = c + 1
+    if c + 1 == op[OP_END]:
+        if op[OP_DIR] == LOAD:
+            del m.tma[k]
+        else:
+            op[OP_WRITING] = True
+
+
+def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
+    stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
+    record["op"] = "cp.async.bulk (chunk lands)"
+    old_tile = m.chunks[stage][c][0]
+    if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED]:
+        op[OP_FLAGGED] = True
+        holders = [a.name for i, a in enumerate(m.agents) if m.owed[(stage, old_tile)] >> i & 1]
+        stage_name = m.stage_names[stage]
+        record["diagnostics"].append(Diagnostic.make(
+            "overwrite", m.step_no,
+            f"The TMA load of {smem.tile_word(m, tile)} wrote {stage_name} while "
+            f"{smem.tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
+            "released it.", agents=["tma", *holders], stage=stage_name))
+    m.chunks[stage][c] = (tile, smem.W_ASYNC)
+    record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
+                             "chunk": c, "tile": smem.tile_index(tile)})
+    bar_name = m.barrier_names[b]
+    record["operands"]["barrier"] = bar_name
+    nbytes = m.program.stages[stage].chunk_bytes
+    if hold:
+        m.held[b] += nbytes
+        record["operands"]["held"] = True
+        record["events"].append({"kind": "tx_held", "barrier": bar_name, "bytes": nbytes})
+        return
+    total = m.held[b] + nbytes
+    m.held[b] = 0
+    barrier_op(m, record, b, "complete_tx", total)
+
+
+HANDLERS = {"load": _load, "store": _store, "commit_group": _commit_group,
+            "wait_group": _wait_group}
+BLOCKERS = {"wait_group": _group_ready}
+WAITING = {"wait_group": _waiting_group}

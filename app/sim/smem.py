@@ -1,0 +1,144 @@
+"""Shared-memory stage buffers with per-chunk provenance: which tile each chunk holds and which
+proxy wrote it (the async proxy for TMA loads; the generic proxy for `st.shared`, fenced or not by
+`fence.proxy.async.shared::cta`). Reads by threads (`ld.shared`) and by the tensor core are
+classified against the tile the reader expects (`partial_read`, `stale_read`); a bulk store that
+reads chunks written by threads with no proxy fence is `proxy_fence_missing`.
+
+A tile is a global tensor element; its id is `tensor * TILE_SPAN + index`, shown as `tile 3` for
+the first tensor and `name[3]` for others.
+"""
+
+from __future__ import annotations
+
+from .detectors import Diagnostic
+
+NO_TILE = -1
+TILE_SPAN = 1 << 21
+W_NONE, W_ASYNC, W_GENERIC, W_GENERIC_FENCED = 0, 1, 2, 3
+WRITER_NAMES = {W_NONE: None, W_ASYNC: "async", W_GENERIC: "generic", W_GENERIC_FENCED: "generic"}
+
+
+def tile_index(tile: int) -> int | None:
+    return None if tile == NO_TILE else tile % TILE_SPAN
+
+
+def tile_tag(m, tile: int) -> str:
+    t, k = divmod(tile, TILE_SPAN)
+    return f"t{k}" if t == 0 else f"{m.tensor_names[t]}{k}"
+
+
+def tile_word(m, tile: int) -> str:
+    t, k = divmod(tile, TILE_SPAN)
+    return f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
+
+
+def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> None:
+    chunks = m.chunks[stage]
+    ok = sum(1 for t, _ in chunks if t == tile)
+    n = len(chunks)
+    stage_name = m.stage_names[stage]
+    record["events"].append({"kind": "smem_read", "stage": stage_name,
+                             "tile": tile_index(tile), "chunks_ok": ok, "chunks": n})
+    if ok == n:
+        return
+    others = sorted({t for t, _ in chunks if t != tile})
+    what = tile_word(m, tile)
+    if ok > 0 or others == [NO_TILE]:
+        old = [tile_word(m, t) for t in others if t != NO_TILE]
+        rest = f"; the other chunks still hold {', '.join(old)}" if old else ""
+        missing = (n - ok) * m.program.stages[stage].chunk_bytes
+        record["diagnostics"].append(Diagnostic.make(
+            "partial_read", m.step_no,
+            f"{reader} read {what} from {stage_name} with only {ok} of its {n} chunks landed "
+            f"({missing} bytes missing{rest}).", agents=agents, stage=stage_name))
+        return
+    held = ", ".join(tile_word(m, t) for t in others if t != NO_TILE)
+    when = "an earlier" if all(t < tile for t in others) else "another"
+    record["diagnostics"].append(Diagnostic.make(
+        "stale_read", m.step_no,
+        f"{reader} read {what} from {stage_name} but the buffer still holds {when} tile's data "
+        f"({held}).", agents=agents, stage=stage_name))
+
+
+def _ld_shared(m, a, r, args, record) -> None:
+    from .sync import discharge
+
+    dest, stage_fn, tile_fn = args
+    stage, tile = stage_fn(r), tile_fn(r)
+    name = m.agents[a].name
+    record["operands"] = {"stage": m.stage_names[stage], "tile": tile_index(tile)}
+    check_read(m, [name], stage, tile, record, name)
+    if m.program.stages[stage].release is None:
+        discharge(m, stage, 1 << a)
+
+
+def _st_shared(m, a, r, args, record) -> None:
+    stage_fn, tile_fn = args
+    stage, tile = stage_fn(r), tile_fn(r)
+    stage_name = m.stage_names[stage]
+    for (s, old), mask in list(m.owed.items()):
+        if s == stage and old != tile:
+            holders = [x.name for i, x in enumerate(m.agents) if mask >> i & 1]
+            record["diagnostics"].append(Diagnostic.make(
+                "overwrite", m.step_no,
+                f"{m.agents[a].name} wrote {stage_name} while {tile_word(m, old)} was still in "
+                f"use: {', '.join(holders)} had not released it.",
+                agents=[m.agents[a].name, *holders], stage=stage_name))
+            del m.owed[(s, old)]
+    m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
+    m.stage_tile[stage] = tile
+    readers = m.program.readers[stage]
+    if readers:
+        m.owed[(stage, tile)] = readers
+    record["operands"] = {"stage": stage_name, "tile": tile_index(tile)}
+    record["events"].append({"kind": "smem_write", "stage": stage_name,
+                             "tile": tile_index(tile)})
+
+
+def _proxy_fence(m, a, r, args, record) -> None:
+    fenced = []
+    for s, chunks in enumerate(m.chunks):
+        if any(w == W_GENERIC for _, w in chunks):
+            m.chunks[s] = [(t, W_GENERIC_FENCED if w == W_GENERIC else w) for t, w in chunks]
+            fenced.append(m.stage_names[s])
+    record["operands"] = {"stages": fenced}
+    record["events"].append({"kind": "proxy_fence", "stages": fenced})
+
+
+def store_read(m, op: list, name: str, record: dict) -> None:
+    """A bulk store reads one chunk of its stage (the async proxy)."""
+    from .copies import OP_AGENT, OP_FLAGGED, OP_NEXT, OP_STAGE, OP_TILE
+
+    stage, c = op[OP_STAGE], op[OP_NEXT]
+    stage_name = m.stage_names[stage]
+    record["op"] = "cp.async.bulk (chunk stored)"
+    written_by = m.chunks[stage][c][1]
+    if written_by == W_GENERIC and not op[OP_FLAGGED]:
+        op[OP_FLAGGED] = True
+        agent = m.agents[op[OP_AGENT]].name
+        record["diagnostics"].append(Diagnostic.make(
+            "proxy_fence_missing", m.step_no,
+            f"The TMA store of {tile_word(m, op[OP_TILE])} (async proxy) read {stage_name}, "
+            f"which was written with st.shared (generic proxy) and no fence.proxy.async: the "
+            "store may read the old bytes.", agents=["tma", agent], stage=stage_name))
+    record["events"].append({"kind": "chunk_stored", "op": name, "stage": stage_name,
+                             "chunk": c, "tile": tile_index(m.chunks[stage][c][0])})
+
+
+def _ld_global(m, a, r, args, record) -> None:
+    from .copies import OP_DIR, OP_TILE, STORE
+
+    dest, tensor_fn = args
+    tile = tensor_fn(r)
+    record["operands"] = {"tile": tile_index(tile)}
+    if any(op[OP_DIR] == STORE and op[OP_TILE] == tile for op in m.tma):
+        name = m.agents[a].name
+        record["diagnostics"].append(Diagnostic.make(
+            "store_not_visible", m.step_no,
+            f"{name} read {tile_word(m, tile)} in global memory while a bulk store to it had "
+            "not completed its writes: `cp.async.bulk.wait_group.read` only says the store has "
+            "read shared memory; plain `wait_group` waits for the writes.", agents=[name]))
+
+
+HANDLERS = {"ld_shared": _ld_shared, "st_shared": _st_shared, "proxy_fence": _proxy_fence,
+            "ld_global": _ld_global}
