@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from threading import Event
 
 from app.sim.config import PipelineConfig
+from app.sim.detectors import deadlock_diagnostics
 from app.sim.machine import RUNNING, Machine
 
 from .model import F_STATUS, Canonical, close, decode, local_lines, plain_key
@@ -189,7 +190,10 @@ class Explorer:
                 frozen, node_pend = decode(keys[node])
                 if terminal[node]:
                     if frozen[F_STATUS] == DEADLOCK:
-                        self._found(out, DEADLOCK, current + sum(node_pend), node, None)
+                        self.machine.thaw(frozen)
+                        for diagnostic in deadlock_diagnostics(self.machine):
+                            self._found(out, diagnostic["kind"], current + sum(node_pend), node,
+                                        None)
                     continue
                 expanded += 1
                 if expanded % CHECK_EVERY == 0:
@@ -208,10 +212,11 @@ class Explorer:
                     out.transitions += 1
                     reached = current + step_cost
                     key = key_of(machine.freeze(), after)
+                    at_stop = machine.stop_report if machine.status == DEADLOCK else ()
                     for diagnostic in record["diagnostics"]:
-                        if diagnostic["kind"] != DEADLOCK:
+                        if not any(diagnostic is d for d in at_stop):
                             self._found(out, diagnostic["kind"], reached, node, key)
-                    if closing and any(d["kind"] != DEADLOCK for d in closing):
+                    if closing and any(not any(c is d for d in at_stop) for c in closing):
                         raise AssertionError(f"a local move raised {closing}: LOCAL_KINDS does "
                                              "not match this engine")
                     child = index.get(key)
@@ -294,7 +299,7 @@ class Explorer:
                     break
             else:
                 raise AssertionError("no move leads to the next state of the counterexample")
-        if kind == DEADLOCK:
+        if found.child is None:  # reported at a deadlock: every pending local move counts
             return [name for name, _, _ in log]
         return _drop_unneeded_locals(log)
 

@@ -14,19 +14,21 @@ from __future__ import annotations
 import marshal
 from itertools import permutations, product
 
-from app.sim.machine import OP_AGENT, PC, RUNNING, Machine
+from app.sim.copies import OP_AGENT
+from app.sim.machine import PC, RUNNING, Machine
 
-LOCAL_KINDS = frozenset({"advance", "bulk_commit", "bulk_wait_read", "bulk_wait_all", "nop",
-                         "st_global"})
+LOCAL_KINDS = frozenset({"assign", "commit_group", "wait_group", "tc_fence", "tc_wait_ld"})
 """Program lines whose move touches only the moving agent's own registers and program counter.
 
-`++pipe_state` (advance), `cp.async.bulk.commit_group` (the agent's own group counter, read only
-by its own later lines), `cp.async.bulk.wait_group[.read]` once it can return (it only moves the
-program counter, and it stays able to return: other movers only ever finish bulk stores), and lines
-that do nothing to shared state (`st.global`, a missing commit). Such a move never emits a
-diagnostic other than `deadlock`, never enables or disables another mover, and commutes with
-every other move. `tma_store` and `tcgen05.mma`/`commit` are left out on purpose: they create work
-another mover (the TMA engine, the tensor core) later performs, so they are not purely local.
+Register updates (`++pipe_state`, `phase ^= 1`, and the loop bookkeeping the engine follows after
+them), `cp.async.bulk.commit_group` (the agent's own group counter, read only by its own later
+lines), `cp.async.bulk.wait_group[.read]` once it can return (it only moves the program counter,
+and it stays able to return: other movers only ever finish bulk stores), and the tcgen05 ordering
+lines (`tcgen05.fence::after_thread_sync`, `tcgen05.wait::ld`: the agent's own flags). Such a move
+never emits a diagnostic other than `deadlock`, never enables or disables another mover, and
+commutes with every other move. Bulk copies and `tcgen05.mma`/`commit` are left out on purpose:
+they create work another mover (the TMA engine, the tensor core) later performs, so they are not
+purely local; `st.global` is left out because it may report a `tcgen05_ld_race`.
 """
 
 KEY_FORMAT = 2
@@ -34,14 +36,16 @@ KEY_FORMAT = 2
 seen before as a back-reference, so the bytes would depend on which tuples happen to be shared."""
 
 # The layout of `Machine.freeze()`.
-F_OWED, F_REGS, F_TMA, F_BULK, F_STATUS = 3, 4, 5, 6, 9
+F_OWED, F_REGS, F_TMA, F_BULK, F_TC, F_META, F_STATUS = 3, 4, 5, 6, 7, 8, 9
+TC_AGENT = 4
+"""Where a tensor-core queue entry names the agent that issued it."""
 
 
 def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...], ...]:
     """Per agent, per program counter: is the line there purely local? (One past the end: no.)"""
     return tuple(
-        tuple(reduce and instr.kind in LOCAL_KINDS for instr in agent.program) + (False,)
-        for agent in machine.agents
+        tuple(reduce and kind in LOCAL_KINDS for kind in code.kinds) + (False,)
+        for code in machine.code
     )
 
 
@@ -90,11 +94,11 @@ class Canonical:
         if symmetry:
             seen: dict[tuple, list[int]] = {}
             for a, agent in enumerate(machine.agents):
-                seen.setdefault((agent.role, agent.program, agent.loop_start), []).append(a)
+                seen.setdefault((agent.role, agent.nodes, agent.initial), []).append(a)
             self.groups = [tuple(g) for g in seen.values() if len(g) > 1]
-        self.bit = [agent.consumer_bit for agent in machine.agents]
+        self.bit = [1 << a for a in range(machine.n_agents)]
         self.all_bits = sum(self.bit)
-        self.mask_limit = 1 << self.all_bits.bit_length()
+        self.mask_limit = 1 << self.n_agents
         self._tables: dict[tuple[int, ...], list[int]] = {}
         self.identity = tuple(range(self.n_agents))
 
@@ -117,11 +121,13 @@ class Canonical:
         """The renaming that sorts each group by signature (`self.identity` when each already
         is), or None when two agents of a group have equal signatures."""
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        waits = _waits_by_agent(frozen)
         perm = self.identity
         for group in self.groups:
             if len(group) == 2:  # the common case (two consumers), without sorting
                 a, b = group
-                first, second = (regs[a], bulk[a], pend[a]), (regs[b], bulk[b], pend[b])
+                first = (regs[a], bulk[a], pend[a], waits.get(a, ()))
+                second = (regs[b], bulk[b], pend[b], waits.get(b, ()))
                 if first < second:
                     continue
                 if first == second:
@@ -129,7 +135,7 @@ class Canonical:
                 perm = list(perm)
                 perm[a], perm[b] = b, a
                 continue
-            signatures = [(regs[a], bulk[a], pend[a]) for a in group]
+            signatures = [(regs[a], bulk[a], pend[a], waits.get(a, ())) for a in group]
             order = sorted(range(len(group)), key=signatures.__getitem__)
             for i in range(1, len(order)):
                 if signatures[order[i - 1]] == signatures[order[i]]:
@@ -148,13 +154,16 @@ class Canonical:
         the smallest key wins, so the key is the same for every renaming of a state.
         """
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        waits = _waits_by_agent(frozen)
+
+        def signature(a):
+            return (regs[a], bulk[a], pend[a], waits.get(a, ()))
         per_group = []
         for group in self.groups:
-            ranked = sorted(group, key=lambda a: (regs[a], bulk[a], pend[a]))
+            ranked = sorted(group, key=signature)
             ties: list[list[int]] = []
             for a in ranked:
-                if ties and (regs[a], bulk[a], pend[a]) == (regs[ties[-1][0]], bulk[ties[-1][0]],
-                                                            pend[ties[-1][0]]):
+                if ties and signature(a) == signature(ties[-1][0]):
                     ties[-1].append(a)
                 else:
                     ties.append([a])
@@ -184,18 +193,30 @@ class Canonical:
 
     def _renamed(self, frozen: tuple, pend: list[int], perm: tuple[int, ...]) -> tuple:
         """The state with agent `a` renamed `perm[a]` (owed masks and store copies follow)."""
-        barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, mma_done, status = frozen
+        barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, meta, status = frozen
         n = self.n_agents
         new_regs, new_bulk, new_pend = [None] * n, [0] * n, [0] * n
         for a, to in enumerate(perm):
             new_regs[to], new_bulk[to], new_pend[to] = regs[a], bulk[a], pend[a]
         table = self._mask_table(perm)
-        new_owed = tuple((tile, table[mask]) for tile, mask in owed)
+        new_owed = tuple(sorted((key, table[mask]) for key, mask in owed))
         new_tma = tuple(sorted(
             (*op[:OP_AGENT], perm[op[OP_AGENT]], *op[OP_AGENT + 1:]) for op in tma
         ))
+        new_tc = tuple((*e[:TC_AGENT], perm[e[TC_AGENT]]) for e in tensor_core)
+        observed, ledger, held, waits = meta
+        new_waits = tuple(sorted(((perm[a], b), v) for (a, b), v in waits))
         return ((barriers, chunks, stage_tile, new_owed, tuple(new_regs), new_tma,
-                 tuple(new_bulk), tensor_core, mma_done, status), tuple(new_pend))
+                 tuple(new_bulk), new_tc, (observed, ledger, held, new_waits), status),
+                tuple(new_pend))
+
+
+def _waits_by_agent(frozen: tuple) -> dict[int, tuple]:
+    """Each agent's wait history ((barrier, first parity, waits returned), ...)."""
+    out: dict[int, list] = {}
+    for (a, b), value in frozen[F_META][3]:
+        out.setdefault(a, []).append((b, *value))
+    return {a: tuple(v) for a, v in out.items()}
 
 
 def plain_key(frozen: tuple, pend: list[int]) -> bytes:

@@ -27,7 +27,12 @@ HERE = Path(__file__).parent
 ORDER = ("single_barrier", "double_buffer_tma", "cluster_multicast", "kloop_tma_mma",
          "proxy_fence_store")
 
-__all__ = ["ParamError", "PipelineError", "Scenario", "catalogue", "get", "from_source"]
+PARAM_NAMES = ("stages", "tiles", "tile_bytes", "chunk_bytes", "consumers")
+"""The built-ins' parameter names: what `GET /traces/{id}` accepts as query parameters
+(tests/sim checks that it is the union of the catalogue's parameters)."""
+
+__all__ = ["PARAM_NAMES", "ParamError", "PipelineError", "Scenario", "catalogue", "get",
+           "from_source"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,8 +110,9 @@ class Scenario:
 
     def describe(self, cfg: PipelineConfig) -> dict:
         """The trace's `scenario` block (without the schedule) for a resolved configuration."""
-        return {"id": self.id, "params": dict(cfg.params), "bugs": sorted(cfg.bugs),
-                "source_sha256": cfg.source_sha256}
+        values = dict(cfg.params)
+        return {"id": self.id, "params": {name: values[name] for name in self.parameters},
+                "bugs": sorted(cfg.bugs), "source_sha256": cfg.source_sha256}
 
 
 def from_source(source: str) -> Scenario:

@@ -123,13 +123,20 @@ def _waiting_group(m, a, r, args) -> dict:
 
 def can_hold(m, k: int) -> bool:
     """A landing may hold its complete-tx when a later chunk in flight targets the same
-    barrier (that chunk's landing will apply both)."""
+    barrier (that chunk's landing will apply both), and where holding can matter: applying now
+    would bring the tx-count to zero or below, so the grouping decides whether the phase
+    completes here, later, or never. Where applying now leaves a positive count, no phase can
+    complete before the held bytes are applied with the next landing, and both orders reach the
+    same state (docs/engine.md; thread-issued `mbarrier.complete_tx` is the one exception)."""
     op = m.tma[k]
     if op[OP_DIR] != LOAD:
         return False
+    b = op[OP_BAR]
+    nbytes = m.program.stages[op[OP_STAGE]].chunk_bytes
+    if m.barriers[b].tx_count - m.held[b] - nbytes > 0:
+        return False
     if op[OP_NEXT] + 1 < op[OP_END]:
         return True
-    b = op[OP_BAR]
     return any(other[OP_DIR] == LOAD and other[OP_BAR] == b for i, other in enumerate(m.tma)
                if i != k)
 
@@ -153,7 +160,7 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
         smem.store_read(m, op, name, record)
     op[OP_NEXT] = c + 1
     if c + 1 == op[OP_END]:
-        if op[OP_DIR] == LOAD:
+        if op[OP_DIR] == LOAD or not m.writes_observed:
             del m.tma[k]
         else:
             op[OP_WRITING] = True

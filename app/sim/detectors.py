@@ -18,7 +18,10 @@ class Diagnostic(dict):
 
 
 def deadlock_diagnostics(m) -> list[Diagnostic]:
-    """Work remains and nothing can move: say who waits on what, and why it will never come."""
+    """Work remains and nothing can move: say who waits on what, and why it will never come.
+
+    A pure function of the state (it changes nothing), so the checker can recompute it from a
+    frozen deadlocked state."""
     from .copies import LOAD, OP_BAR, OP_DIR
     from .sync import ANNOUNCED, FLAGGED, ISSUED
 
@@ -28,7 +31,6 @@ def deadlock_diagnostics(m) -> list[Diagnostic]:
         in_flight = any(op[OP_DIR] == LOAD and op[OP_BAR] == b for op in m.tma)
         if (barrier.valid and not ledger[FLAGGED] and ledger[ANNOUNCED] > ledger[ISSUED]
                 and barrier.pending_arrivals == 0 and barrier.tx_count > 0 and not in_flight):
-            ledger[FLAGGED] = 1
             name = m.barrier_names[b]
             out.append(Diagnostic.make(
                 "tx_mismatch", m.step_no,

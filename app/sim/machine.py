@@ -22,7 +22,7 @@ from . import copies, smem, snapshot, sync, tensor_core
 from .barrier import Mbarrier, UndefinedBehavior
 from .config import PipelineConfig
 from .detectors import UB_KINDS, Diagnostic, deadlock_diagnostics
-from .program import Assign, Branch, Jump, Line, ProgramError, function
+from .program import Assign, Branch, Jump, Line, ProgramError, _div, _mod, function
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = "running", "done", "deadlock", "undefined_behavior"
 CONTROL_LIMIT = 10_000
@@ -42,14 +42,19 @@ class MoveError(ValueError):
 class AgentCode:
     """One agent's nodes with their operands turned into functions of the register list."""
 
-    __slots__ = ("program", "nodes", "kinds", "prepared", "line_of")
+    __slots__ = ("program", "nodes", "end", "kinds", "prepared", "line_of", "blockers",
+                 "handlers", "is_line")
 
     def __init__(self, program):
         self.program = program
         self.nodes = program.nodes
+        self.end = len(program.nodes)
         self.kinds = tuple(n.kind if isinstance(n, Line) else None for n in program.nodes)
         self.prepared = tuple(_prepare(n) for n in program.nodes)
         self.line_of = {node: i for i, node in enumerate(program.listing)}
+        self.blockers = tuple(BLOCKERS.get(k) for k in self.kinds)
+        self.handlers = tuple(HANDLERS.get(k) for k in self.kinds)
+        self.is_line = tuple(k is not None for k in self.kinds) + (True,)
 
 
 def _prepare(node):
@@ -74,22 +79,21 @@ def _prepare_arg(arg):
     return arg
 
 
+def _out_of_bounds(name: str, i: int, size: int):
+    raise ProgramError("out_of_bounds", f"{name}[{i}] is out of range: {name} has {size} "
+                                        "element(s)")
+
+
 def _index(ref):
     """A function from registers to the flat index of `ref`'s element, bounds-checked."""
     base, size, index = ref.base, ref.size, ref.index
     if index.const is not None:
         value = base + index.const
         return lambda r: value
-    fn = function(index)
-    name = ref.array
-
-    def at(r):
-        i = fn(r)
-        if 0 <= i < size:
-            return base + i
-        raise ProgramError("out_of_bounds", f"{name}[{i}] is out of range: {name} has {size} "
-                                            "element(s)")
-    return at
+    code = (f"lambda r: {base} + v if 0 <= (v := {index.code}) < {size} "
+            f"else _oob({ref.array!r}, v, {size})")
+    return eval(code, {"__builtins__": {}, "_oob": _out_of_bounds, "_div": _div,  # noqa: S307
+                       "_mod": _mod, "int": int, "bool": bool})
 
 
 _CODE: dict[int, tuple] = {}
@@ -120,6 +124,12 @@ class Machine:
         self.release_stage = {s.release: i for i, s in enumerate(program.stages)
                               if s.release is not None}
         self.tensor_names = [t[0] for t in program.tensors]
+        self.writes_observed = any(
+            kind == "ld_global" or (kind == "wait_group" and not prepared[1])
+            for code in self.code for kind, prepared in zip(code.kinds, code.prepared,
+                                                            strict=True))
+        """Whether any line can tell a store's writes from its reads (plain `wait_group`,
+        `ld.global`); where none can, a store completes with its last chunk read."""
         self.reset()
 
     # ----------------------------------------------------------------------------------- state
@@ -145,6 +155,8 @@ class Machine:
         self.status = RUNNING
         self.step_no = 0
         self._ready: list[int] | None = None
+        self.stop_report: list = []
+        """The diagnostics the run's deadlock was reported with (`deadlock_diagnostics`)."""
         try:
             for a in range(self.n_agents):
                 self._follow(a)
@@ -217,7 +229,15 @@ class Machine:
         """The move numbers that can be made now, in move order."""
         if self.status != RUNNING:
             return []
-        out = [a for a in range(self.n_agents) if self.agent_enabled(a)]
+        out = []
+        regs = self.regs
+        for a, code in enumerate(self.code):
+            r = regs[a]
+            pc = r[0]
+            if pc < code.end:
+                test = code.blockers[pc]
+                if test is None or test(self, a, r, code.prepared[pc]):
+                    out.append(a)
         base = self.n_agents
         if self.tensor_core:
             out.append(base)
@@ -225,7 +245,10 @@ class Machine:
         if n:
             out.extend(range(base + 1, base + 1 + n))
             hold = base + 1 + n
-            out.extend(hold + k for k in range(n) if copies.can_hold(self, k))
+            can_hold = copies.can_hold
+            for k in range(n):
+                if can_hold(self, k):
+                    out.append(hold + k)
         return out
 
     def agent_enabled(self, a: int) -> bool:
@@ -311,8 +334,9 @@ class Machine:
             self.status = DONE
         elif self.status == RUNNING:
             self.status = DEADLOCK
+            self.stop_report = deadlock_diagnostics(self)
             if record is not None:
-                record["diagnostics"].extend(deadlock_diagnostics(self))
+                record["diagnostics"].extend(self.stop_report)
 
     def _all_done(self) -> bool:
         if self.tma or self.tensor_core:
@@ -329,9 +353,10 @@ class Machine:
         record["agent"] = self.agents[a].name
         record["op"] = line.op
         record["line"] = code.line_of[pc]
-        HANDLERS[line.kind](self, a, r, code.prepared[pc], record)
+        code.handlers[pc](self, a, r, code.prepared[pc], record)
         r[PC] = pc + 1
-        self._follow(a)
+        if not code.is_line[pc + 1]:
+            self._follow(a)
 
     def _follow(self, a: int) -> None:
         """Follow control nodes (loops, branches) until the agent stands on a line or ends."""

@@ -147,7 +147,7 @@ def _mod(a: int, b: int) -> int:
     return a - b * _div(a, b)
 
 
-_NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "int": int}
+_NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "int": int, "bool": bool}
 _FUNCTIONS: dict[str, object] = {}
 
 

@@ -52,7 +52,7 @@ def test_json_output(capsys):
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert result["verdict"] == "unsafe" and err == ""
-    assert [v["kind"] for v in result["violations"]] == ["deadlock"]
+    assert [v["kind"] for v in result["violations"]] == ["deadlock", "tx_mismatch"]
     assert result["violations"][0]["trace"]["format"] == "mbarrier-inspector/trace"
 
 

@@ -75,7 +75,7 @@ MODEL_CONFIGS = [
      ["forget_phase_toggle"]),
     ("kloop_tma_mma", {"stages": 1, "tiles": 2, "tile_bytes": 2048}, ["forget_phase_toggle"]),
     ("proxy_fence_store", {"stages": 2, "tiles": 3, "tile_bytes": 2048}, ["missing_proxy_fence"]),
-    ("single_barrier", {"tiles": 2, "tile_bytes": 2048}, ["forget_phase_toggle"]),
+    ("single_barrier", {"tiles": 2, "tile_bytes": 2048}, []),
 ]
 
 
@@ -107,7 +107,7 @@ def test_local_moves_commute_with_every_other_move(scenario, params, bugs):
         for local in ready:
             if local >= machine.n_agents:
                 break
-            kind = machine.agents[local].program[machine.regs[local][PC]].kind
+            kind = machine.code[local].kinds[machine.regs[local][PC]]
             if kind not in LOCAL_KINDS:
                 continue
             alone, kinds = after(cfg, frozen, local)

@@ -101,7 +101,7 @@ def test_every_accepted_toggle_is_covered():
 def test_forget_phase_toggle_wait_returns_on_tile_0_completion_while_tile_2_is_missing():
     """The issue's example, as a manual schedule: stages 2, tiles 4, a consumer that races ahead."""
     tile = ["tma"] * 4
-    store = ["tma"] * 5  # four chunks read, then the store's writes land
+    store = ["tma"] * 4
     consume = ["consumer0"] * 4 + store + ["consumer0"] * 3
     produce = ["producer"] * 4
     moves = produce + tile + produce + tile + consume + consume + ["producer"] * 3 + ["tma"]
