@@ -75,7 +75,7 @@ MODEL_CONFIGS = [
      ["forget_phase_toggle"]),
     ("kloop_tma_mma", {"stages": 1, "tiles": 2, "tile_bytes": 2048}, ["forget_phase_toggle"]),
     ("proxy_fence_store", {"stages": 2, "tiles": 3, "tile_bytes": 2048}, ["missing_proxy_fence"]),
-    ("single_barrier", {"tiles": 2, "tile_bytes": 2048}, []),
+    ("single_barrier", {"tiles": 2, "tile_bytes": 2048}, ["expect_tx_short"]),
 ]
 
 
