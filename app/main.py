@@ -5,14 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from app.api import errors
-from app.api.routes import check, mbarrier, scenarios, schema, sessions, traces
+from app.api.routes import check, mbarrier, pipelines, scenarios, schema, sessions, traces
 from app.replay import routes as replays
 from app.web import pages
 
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix="/api/v1")
-    for module in (scenarios, traces, mbarrier, schema, sessions, check, replays):
+    for module in (scenarios, traces, pipelines, mbarrier, schema, sessions, check, replays):
         router.include_router(module.router)
     return router
 

@@ -9,7 +9,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from app.scenarios import ParamError
+from app.scenarios import ParamError, PipelineError
 from app.sim.machine import MoveError
 
 
@@ -58,6 +58,15 @@ def install(app: FastAPI) -> None:
     async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
         location = "body" if request.method in ("POST", "PUT") else "query"
         return field_error(location, exc.field, exc.message)
+
+    @app.exception_handler(PipelineError)
+    async def _pipeline_error(request: Request, exc: PipelineError) -> JSONResponse:
+        location = "body" if request.method in ("POST", "PUT") else "query"
+        detail = {"loc": [location, "source"], "msg": exc.message, "type": "pipeline_error",
+                  **exc.as_dict()}
+        if exc.limit:
+            detail["limit"] = exc.limit
+        return JSONResponse(status_code=422, content={"detail": [detail]})
 
     @app.exception_handler(MoveError)
     async def _move_error(request: Request, exc: MoveError) -> JSONResponse:

@@ -17,7 +17,7 @@ from app.scenarios import ParamError, Scenario
 from app.scenarios import get as get_scenario
 from app.sim.machine import MoveError
 from app.sim.schedule import SCHEDULES, Schedule
-from app.sim.trace import Run
+from app.sim.trace import STEP_LIMIT, Run
 
 MAX_MANUAL_MOVES = 10_000
 MAX_SEED = 2**63 - 1
@@ -64,8 +64,9 @@ class RunCache:
     concurrent requests for the same run wait for one build instead of each starting their own.
     """
 
-    def __init__(self, size: int, builders: int = 2):
+    def __init__(self, size: int, builders: int = 2, step_limit: int = STEP_LIMIT):
         self.size = size
+        self.step_limit = step_limit
         self.runs: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
         self.building: dict = {}
@@ -87,7 +88,7 @@ class RunCache:
             pending.wait()
         try:
             with self.builders:
-                run = Run.complete(cfg, schedule, scenario.describe(cfg))
+                run = Run.complete(cfg, schedule, scenario.describe(cfg), self.step_limit)
             with self.lock:
                 self.runs[key] = run
                 while len(self.runs) > self.size:

@@ -9,11 +9,10 @@ engine lines and control nodes (`app.sim.program`). Errors carry the line and co
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cache, lru_cache
 
 from app.sim.barrier import COUNT_LIMIT
-from app.sim.smem import TILE_SPAN
 from app.sim.program import (
     Assign,
     BarrierDecl,
@@ -24,6 +23,7 @@ from app.sim.program import (
     Program,
     StageDecl,
 )
+from app.sim.smem import TILE_SPAN
 
 from . import syntax
 from .errors import ParamError, PipelineError
@@ -87,6 +87,9 @@ class Pipeline:
     params: dict
     bugs: dict
     chosen: frozenset
+    broken: dict = field(default_factory=dict)
+    """Toggles whose patches do not find their text (say, after the same edit was made by
+    hand): choosing one is an error; the rest of the pipeline runs."""
 
     def parameters(self) -> dict:
         """Each parameter's default, range and doc, as the API's catalogue shows them."""
@@ -94,7 +97,13 @@ class Pipeline:
                 for p in self.params.values()}
 
     def toggles(self) -> list[dict]:
-        return [{"name": b.name, "description": b.doc} for b in self.bugs.values()]
+        out = []
+        for bug in self.bugs.values():
+            entry = {"name": bug.name, "description": bug.doc}
+            if bug.name in self.broken:
+                entry["error"] = self.broken[bug.name].as_dict()
+            out.append(entry)
+        return out
 
 
 @cache
@@ -119,20 +128,26 @@ def load(source: str, bugs: frozenset = frozenset()) -> Pipeline:
     params = _params(module)
     toggles: dict[str, Bug] = {}
     edits: dict[str, list] = {}
+    broken: dict[str, PipelineError] = {}
     for item in module.items:
         if isinstance(item, Bug):
             if item.name in toggles:
                 raise PipelineError(f"bug toggle `{item.name}` is declared twice",
                                     item.pos.line, item.pos.column)
             toggles[item.name] = item
-            edits[item.name] = _locate(source, module, item)
+            try:
+                edits[item.name] = _locate(source, module, item)
+            except PipelineError as err:
+                broken[item.name] = err
     for name in bugs:
         if name not in toggles:
             known = ", ".join(toggles) or "none"
             raise ParamError("bugs", f"unknown bug toggle {name[:60]!r}; this pipeline takes "
                                      f"{known}")
+        if name in broken:
+            raise broken[name]
     chosen = sorted((e for name in bugs for e in edits[name]), key=lambda e: e[0])
-    for (s1, e1, _), (s2, _, _) in zip(chosen, chosen[1:], strict=False):
+    for (_, e1, _), (s2, _, _) in zip(chosen, chosen[1:], strict=False):
         if s2 < e1:
             raise ParamError("bugs", "these bug toggles edit the same text: "
                                      f"{', '.join(sorted(bugs))}")
@@ -140,7 +155,8 @@ def load(source: str, bugs: frozenset = frozenset()) -> Pipeline:
     for start, end, new in reversed(chosen):
         text = text[:start] + new + text[end:]
     patched = syntax.parse(text) if chosen else module
-    return Pipeline(source, sha256(source), text, patched, params, toggles, frozenset(bugs))
+    return Pipeline(source, sha256(source), text, patched, params, toggles, frozenset(bugs),
+                    broken)
 
 
 def _params(module) -> dict[str, Param]:
@@ -471,8 +487,8 @@ class AgentBuilder:
                                     "or `make_consumer_start_state()`", stmt.pos.line,
                                     stmt.pos.column)
             phase = START_STATES[stmt.init.name]
-        for field, value in (("index", 0), ("phase", phase), ("count", 0)):
-            self.register(f"{stmt.name}.{field}", value, stmt.pos)
+        for part, value in (("index", 0), ("phase", phase), ("count", 0)):
+            self.register(f"{stmt.name}.{part}", value, stmt.pos)
         self.scope.states[stmt.name] = stages
 
     def for_loop(self, stmt: For, ctx, top: bool) -> None:

@@ -411,9 +411,20 @@ def _syntax_error(text: str, err: UnexpectedInput) -> PipelineError:
     if isinstance(err, UnexpectedToken):
         got = str(err.token)
         expected = err.expected
-        hint = _hint(got, expected)
+        if got == ".":
+            return PipelineError("unexpected `.`", line, column,
+                                 hint="is the instruction misspelled? PTX instructions here "
+                                      "start with mbarrier., cp., fence., tcgen05., ld. or st.")
+        if "SEMICOLON" in expected:
+            before = _end_of_previous(text, err.token.start_pos)
+            if before is not None and before[0] < line:
+                return PipelineError("a `;` is missing at the end of this line", *before,
+                                     hint="every declaration and instruction ends with `;`")
+            want = "`,` or `;`" if "COMMA" in expected else "`;`"
+            return PipelineError(f"unexpected `{got[:40]}`: expected {want}", line, column,
+                                 hint=_hint(got, expected))
         return PipelineError(f"unexpected `{got[:40]}`: expected {expected_words(expected)}",
-                             line, column, hint=hint)
+                             line, column, hint=_hint(got, expected))
     if isinstance(err, UnexpectedCharacters):
         char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
         hint = None
@@ -422,6 +433,18 @@ def _syntax_error(text: str, err: UnexpectedInput) -> PipelineError:
                     "a register's field is written `pipe_state.index`")
         return PipelineError(f"unexpected character `{char}`", line, column, hint=hint)
     return PipelineError(str(err).splitlines()[0], line, column)
+
+
+def _end_of_previous(text: str, pos: int) -> tuple[int, int] | None:
+    """(line, column) just after the last character of code before `pos` (comments skipped)."""
+    lines = text[:pos].split("\n")
+    for back in range(len(lines) - 1, -1, -1):
+        code = lines[back].split("//")[0].rstrip()
+        if back == len(lines) - 1:
+            code = lines[back].rstrip() if "//" not in lines[back] else code
+        if code.strip():
+            return back + 1, len(code) + 1
+    return None
 
 
 def _hint(got: str, expected) -> str | None:

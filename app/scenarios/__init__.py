@@ -65,7 +65,7 @@ class Scenario:
             "id": self.id, "title": self.title, "summary": self.summary, "lesson": self.lesson,
             "parameters": self.parameters, "bugs": list(self.bugs),
             "toggles": self.pipeline.toggles(), "gpu": self.gpu,
-            "source_sha256": self.source_sha256,
+            "source_sha256": self.source_sha256, "source": self.source,
         }
 
     def defaults(self) -> dict[str, int]:

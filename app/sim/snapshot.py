@@ -6,7 +6,6 @@ from __future__ import annotations
 from . import smem
 from .copies import (
     LOAD,
-    OP_AGENT,
     OP_BAR,
     OP_DIR,
     OP_END,

@@ -36,7 +36,8 @@ def test_create_answers_layout_snapshot_and_ready_movers(client):
     assert view["step"] == 0 and view["record"] is None
     assert view["total_steps"] == 28 and view["status"] == "done"
     assert view["ready"] == ["thread"]
-    assert view["layout"]["barriers"] == [{"name": "bar", "role": "bar", "stage": None}]
+    assert view["layout"]["barriers"] == [{"name": "bar", "role": "bar", "stage": None,
+                                          "array": "bar"}]
     assert view["snapshot"]["barriers"][0]["valid"] is False
     assert view["scenario"]["schedule"] == {"kind": "round_robin"}
 
@@ -227,5 +228,5 @@ def test_positions_bound_per_run(client):
     sid = view["id"]
     for _ in range(sessions.POSITIONS_PER_RUN + 20):
         sid = step(client, sid)["id"]
-    entry = next(e for e in sessions.store.entries.values() if e.run.cfg.tiles == 40)
+    entry = next(e for e in sessions.store.entries.values() if e.run.cfg.param("tiles") == 40)
     assert len(entry.positions) <= sessions.POSITIONS_PER_RUN

@@ -57,4 +57,4 @@ def test_a_socket_on_one_worker_takes_an_id_from_another(two_workers):
 
     first, second = run_async(play, 20)
     assert first["step"] == 7 and second["step"] == 8
-    assert second["record"]["op"] == "mbarrier.try_wait.parity"
+    assert second["record"]["op"].startswith("mbarrier.try_wait.parity")

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.scenarios import get
 from app.sim import SCHEMA_PATH
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
@@ -26,7 +27,8 @@ def test_whole_trace_validates_and_names_the_failure(client):
         "id": "double_buffer_tma",
         "params": {"stages": 2, "tiles": 4, "tile_bytes": 4096, "chunk_bytes": 1024,
                    "consumers": 1},
-        "bugs": ["forget_phase_toggle"], "schedule": {"kind": "round_robin"}}
+        "bugs": ["forget_phase_toggle"], "schedule": {"kind": "round_robin"},
+        "source_sha256": get("double_buffer_tma").source_sha256}
     assert trace["status"] == "deadlock"
     assert [d["kind"] for d in trace["diagnostics"]] == ["deadlock"]
     assert len(trace["steps"]) == trace["total_steps"]

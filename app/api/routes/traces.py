@@ -43,6 +43,12 @@ def get_trace(
     params = {"stages": stages, "tiles": tiles, "tile_bytes": tile_bytes,
               "chunk_bytes": chunk_bytes, "consumers": consumers}
     run = runs.get(scenario, params, bugs, parse_schedule(schedule, seed, moves))
+    return json_response(trace_window(run, first, last, snapshots))
+
+
+def trace_window(run, first: int, last: int | None, snapshots: bool) -> dict:
+    """The trace document of steps `first..last`; without `last`, as many steps as one response
+    may hold. A window past the limit is a `ParamError` naming `to`."""
     window = settings.max_window if snapshots else settings.max_window * 10
     first = max(first, 1)
     if last is None:
@@ -53,4 +59,4 @@ def get_trace(
         raise ParamError("to", f"a window holds at most {window} steps "
                                f"({'with' if snapshots else 'without'} snapshots); "
                                f"asked for {last - first + 1}")
-    return json_response(run.document(first, last, snapshots))
+    return run.document(first, last, snapshots)
