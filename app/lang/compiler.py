@@ -60,8 +60,9 @@ MAX_NODES = 4096
 MAX_REGISTERS = 64
 MAX_ELEMENTS = 1_000_000
 MAX_HELPER_DEPTH = 8
+MAX_CLUSTER = 8
 PARAM_LIMIT = 2**31 - 1
-BUILTIN_CONSTANTS = ("rank",)
+BUILTIN_CONSTANTS = ("rank", "cta", "cluster_size")
 START_STATES = {"make_producer_start_state": 1, "make_consumer_start_state": 0,
                 "PipelineState": 0}
 
@@ -71,8 +72,12 @@ class ArrayDecl:
     kind: str
     name: str
     base: int
+    """Flat index of element 0 in CTA 0 (tensors: the tile id of element 0)."""
     size: int
+    """Elements per CTA."""
     indexed: bool
+    ctas: int = 1
+    """Copies in the cluster: barriers and stages exist once per CTA, tensors once."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -257,24 +262,28 @@ def syntax_text(node) -> str:
 def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Program:
     """The engine program for these parameter values (`resolve_params` checked them)."""
     constants = dict(values)
-    arrays, barriers, stages, tensors, tmems = _declarations(pipeline, constants)
+    ctas = cluster_size(pipeline)
+    arrays, barriers, stages, tensors, tmems = _declarations(pipeline, constants, ctas)
     kinds = {name: decl.kind for name, decl in arrays.items()}
     user_helpers = {h.name: h for h in pipeline.module.items if isinstance(h, Helper)}
     agents = []
-    for item in pipeline.module.items:
-        if not isinstance(item, Agent):
-            continue
-        count = 1 if item.dim is None else constant(item.dim, Scope(constants, kinds),
-                                                     "an agent array's size")
-        if count < 1 or len(agents) + count > MAX_AGENTS:
-            raise PipelineError(f"a pipeline has 1 to {MAX_AGENTS} agents; `{item.name}` makes "
-                                f"it {len(agents) + count}", item.pos.line, item.pos.column,
-                                limit="agents")
-        for rank in range(count):
-            name = item.name if item.dim is None else f"{item.name}{rank}"
-            builder = AgentBuilder(pipeline.text, arrays, {**constants, "rank": rank},
-                                   user_helpers)
-            agents.append(builder.build(name, item))
+    for cta in range(ctas):
+        for item in pipeline.module.items:
+            if not isinstance(item, Agent):
+                continue
+            count = 1 if item.dim is None else constant(item.dim, Scope(constants, kinds),
+                                                         "an agent array's size")
+            if count < 1 or len(agents) + count > MAX_AGENTS:
+                raise PipelineError(f"a pipeline has 1 to {MAX_AGENTS} agents; `{item.name}` "
+                                    f"makes it {len(agents) + count}", item.pos.line,
+                                    item.pos.column, limit="agents")
+            for rank in range(count):
+                name = item.name if item.dim is None else f"{item.name}{rank}"
+                if ctas > 1:
+                    name = f"cta{cta}.{name}"
+                here = {**constants, "rank": rank, "cta": cta, "cluster_size": ctas}
+                builder = AgentBuilder(pipeline.text, arrays, here, user_helpers)
+                agents.append(builder.build(name, item))
     if not agents:
         raise PipelineError("a pipeline needs at least one `agent { ... }`",
                             len(pipeline.text.splitlines()) or 1, 1)
@@ -282,15 +291,27 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
     for stage in stages:
         mask = 0
         for a, agent in enumerate(agents):
-            if any(isinstance(n, Line) and n.kind in ("ld_shared", "mma")
-                   and n.args[1].array == stage.array for n in agent.nodes):
+            if agent.cta == stage.cta and any(
+                    isinstance(n, Line) and n.kind in ("ld_shared", "mma")
+                    and n.args[1].array == stage.array for n in agent.nodes):
                 mask |= 1 << a
         readers.append(mask)
     return Program(tuple(barriers), tuple(stages), tuple(tensors), tuple(tmems), tuple(agents),
-                   tuple(readers))
+                   tuple(readers), ctas)
 
 
-def _declarations(pipeline: Pipeline, constants: dict):
+def cluster_size(pipeline: Pipeline) -> int:
+    sizes = [c for c in pipeline.module.items if isinstance(c, syntax.Cluster)]
+    if len(sizes) > 1:
+        raise PipelineError("`cluster` is declared twice", sizes[1].pos.line,
+                            sizes[1].pos.column)
+    if sizes and not 1 <= sizes[0].size <= MAX_CLUSTER:
+        raise PipelineError(f"a cluster has 1 to {MAX_CLUSTER} CTAs here", sizes[0].pos.line,
+                            sizes[0].pos.column, limit="cluster")
+    return sizes[0].size if sizes else 1
+
+
+def _declarations(pipeline: Pipeline, constants: dict, ctas: int):
     arrays: dict[str, ArrayDecl] = {}
     barriers: list[BarrierDecl] = []
     stages: list[StageDecl] = []
@@ -304,38 +325,40 @@ def _declarations(pipeline: Pipeline, constants: dict):
         if decl.name in arrays or decl.name in constants:
             raise PipelineError(f"`{decl.name}` is declared twice", *where)
         size = 1 if decl.dim is None else constant(decl.dim, scope, "an array's size")
-        limit = {"barrier": MAX_BARRIERS, "smem": MAX_STAGES, "tensor": MAX_ELEMENTS,
-                 "tmem": 1}[decl.kind]
-        if decl.kind == "barrier":
-            limit = MAX_BARRIERS - len(barriers)
-        elif decl.kind == "smem":
-            limit = MAX_STAGES - len(stages)
+        copies = ctas if decl.kind in ("barrier", "smem") else 1
+        limit = {"barrier": (MAX_BARRIERS - len(barriers)) // copies,
+                 "smem": (MAX_STAGES - len(stages)) // copies,
+                 "tensor": MAX_ELEMENTS, "tmem": 1}[decl.kind]
         if not 1 <= size <= limit:
             raise _limit(decl.dim, f"`{decl.name}` has {size} elements; the limit here is "
                                    f"{limit}", where, decl.kind)
         base = {"barrier": len(barriers), "smem": len(stages),
                 "tensor": len(tensors) * TILE_SPAN, "tmem": len(tmems)}[decl.kind]
-        arrays[decl.name] = ArrayDecl(decl.kind, decl.name, base, size, decl.dim is not None)
-        names = [decl.name] if decl.dim is None else [f"{decl.name}[{i}]" for i in range(size)]
-        if decl.kind == "barrier":
-            count = None
-            if decl.init is not None:
-                count = constant(decl.init, scope, "an init count")
-                if not 1 <= count <= COUNT_LIMIT:
-                    raise _limit(decl.init, f"an mbarrier's init count is 1..{COUNT_LIMIT}; "
-                                            f"`{decl.name}` gets {count}", where, "count")
-            barriers.extend(BarrierDecl(n, decl.name, count) for n in names)
-        elif decl.kind == "smem":
-            stages.extend(_stages(decl, names, scope, arrays, where))
-        elif decl.kind == "tensor":
+        arrays[decl.name] = ArrayDecl(decl.kind, decl.name, base, size, decl.dim is not None,
+                                      copies)
+        for cta in range(copies):
+            prefix = f"cta{cta}." if copies > 1 else ""
+            names = ([prefix + decl.name] if decl.dim is None
+                     else [f"{prefix}{decl.name}[{i}]" for i in range(size)])
+            if decl.kind == "barrier":
+                count = None
+                if decl.init is not None:
+                    count = constant(decl.init, scope, "an init count")
+                    if not 1 <= count <= COUNT_LIMIT:
+                        raise _limit(decl.init, f"an mbarrier's init count is 1..{COUNT_LIMIT}; "
+                                                f"`{decl.name}` gets {count}", where, "count")
+                barriers.extend(BarrierDecl(n, decl.name, count, cta) for n in names)
+            elif decl.kind == "smem":
+                stages.extend(_stages(decl, names, scope, arrays, where, cta))
+        if decl.kind == "tensor":
             nbytes = constant(decl.bytes, scope, "a tensor's element size")
             tensors.append((decl.name, size, nbytes))
-        else:
+        elif decl.kind == "tmem":
             tmems.append(decl.name)
     return arrays, barriers, stages, tensors, tmems
 
 
-def _stages(decl: Array, names, scope, arrays, where) -> list[StageDecl]:
+def _stages(decl: Array, names, scope, arrays, where, cta: int) -> list[StageDecl]:
     nbytes = constant(decl.bytes, scope, "a stage's size")
     chunk = constant(decl.chunk, scope, "a stage's chunk size")
     for node, value in ((decl.bytes, nbytes), (decl.chunk, chunk)):
@@ -357,9 +380,9 @@ def _stages(decl: Array, names, scope, arrays, where) -> list[StageDecl]:
         if guard.size != len(names):
             raise PipelineError(f"`{decl.release}` has {guard.size} barriers for "
                                 f"{len(names)} stages", *where)
-        release = guard.base
-    return [StageDecl(n, decl.name, i, nbytes, chunk, None if release is None else release + i)
-            for i, n in enumerate(names)]
+        release = guard.base + cta * guard.size
+    return [StageDecl(n, decl.name, i, nbytes, chunk, None if release is None else release + i,
+                      cta) for i, n in enumerate(names)]
 
 
 def _limit(node, message: str, where, field: str) -> Exception:
@@ -412,7 +435,8 @@ class AgentBuilder:
                                 agent.pos.line, agent.pos.column, limit="lines")
         shown = tuple(n for n in self.names if n not in self.hidden)
         return AgentProgram(name, agent.name, tuple(self.nodes), tuple(self.listing),
-                            tuple(self.names), tuple(self.initial), shown, self.iteration)
+                            tuple(self.names), tuple(self.initial), shown, self.iteration,
+                            self.scope.constants["cta"])
 
     # ----------------------------------------------------------------------------- statements
 

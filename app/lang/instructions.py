@@ -11,7 +11,7 @@ from app.sim.program import SINK, Expr, Line, Ref
 
 from .errors import PipelineError
 from .exprs import Scope, compile_expr
-from .syntax import Address, BinOp, Index, Name
+from .syntax import Address, BinOp, Func, Index, Name
 
 QUALIFIERS = {"shared", "shared::cta", "shared::cluster", "b64", "b32", "release", "acquire",
               "relaxed", "cta", "cluster", "sync", "aligned"}
@@ -83,6 +83,12 @@ class Operands:
         offset = None
         if allow_offset and isinstance(expr, BinOp) and expr.op == "+":
             expr, offset = expr.left, compile_expr(expr.right, self.scope)
+        remote = None
+        if isinstance(expr, Func):
+            if expr.name != "mapa" or len(expr.args) != 2:
+                raise self.error(f"`{expr.name}(...)`: the one address function is "
+                                 "`mapa(object, cta)`, the object in another CTA", node)
+            expr, remote = expr.args[0], compile_expr(expr.args[1], self.scope)
         if isinstance(expr, Name):
             name, index = expr.name, None
         elif isinstance(expr, Index) and isinstance(expr.base, Name):
@@ -106,7 +112,13 @@ class Operands:
             if index_expr.const is not None and not 0 <= index_expr.const < decl.size:
                 raise self.error(f"`{name}[{index_expr.const}]` is out of range: `{name}` has "
                                  f"{decl.size} element(s)", node)
-        return Ref(name, decl.base, decl.size, index_expr), offset
+        if remote is not None and decl.ctas == 1:
+            raise self.error(f"`mapa`: `{name}` is not in shared memory of a cluster (declare "
+                             "`cluster N;`)", node)
+        own = self.scope.constants.get("cta", 0) if decl.ctas > 1 else 0
+        if remote is not None:
+            return Ref(name, decl.base, decl.size, index_expr, remote, decl.ctas), offset
+        return Ref(name, decl.base + own * decl.size, decl.size, index_expr), offset
 
     def done(self) -> None:
         if self.items:
@@ -218,6 +230,8 @@ def _bulk(instr, p: list[str], words: list[str], make) -> Line:
             raise PipelineError("a bulk load into shared memory completes on a barrier: "
                                 "spell it `...mbarrier::complete_tx::bytes`",
                                 instr.pos.line, instr.pos.column)
+        if "multicast::cluster" in instr.opcode:
+            return make("load", "[smem[i]], [tensor[k]], bytes, [barrier], ctaMask", _multicast)
         return make("load", "[smem[i]], [tensor[k]], bytes, [barrier]", _load)
     if len(spaces) >= 2 and spaces[0] == "global" and spaces[1].startswith("shared"):
         return make("store", "[tensor[k]], [smem[i]], bytes", _store)
@@ -229,7 +243,16 @@ def _load(o: Operands) -> tuple:
     src = o.ref("tensor")[0]
     size = o.value("the byte count")
     bar = o.ref("barrier")[0]
-    return (dst, offset, src, size, bar)
+    return (dst, offset, src, size, bar, None)
+
+
+def _multicast(o: Operands) -> tuple:
+    """A multicast load names its stage and barrier in the issuing CTA; the copy lands at the
+    same place in every CTA of `ctaMask`, and complete-tx goes to each one's own barrier."""
+    dst, offset, src, size, bar, _ = _load(o)
+    mask = o.value("the ctaMask")
+    cta = o.scope.constants.get("cta", 0)
+    return (dst, offset, src, size, bar, (mask, cta, dst.size, bar.size))
 
 
 def _store(o: Operands) -> tuple:

@@ -73,6 +73,21 @@ class Ctor:
 
 
 @dataclass(frozen=True, slots=True)
+class Func:
+    """`mapa(address, cta)`: the same object in another CTA of the cluster."""
+
+    name: str
+    args: tuple
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    size: int
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class Address:
     expr: object
     pos: Pos
@@ -382,6 +397,12 @@ class ToAst(Transformer):
 
     def ctor(self, meta, children):
         return Ctor(str(children[0]), _tpos(children[0]))
+
+    def func(self, meta, children):
+        return Func(str(children[0]), tuple(children[1]), _pos(meta))
+
+    def cluster(self, meta, children):
+        return Cluster(_int(children[0]), _pos(meta))
 
 
 @cache

@@ -26,7 +26,8 @@ OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGG
 
 def op_name(m, op: list) -> str:
     if op[OP_DIR] == LOAD:
-        return f"load:{smem.tile_tag(m, op[OP_TILE])}"
+        where = f"@cta{m.program.stages[op[OP_STAGE]].cta}" if m.program.cluster > 1 else ""
+        return f"load:{smem.tile_tag(m, op[OP_TILE])}{where}"
     return f"store:{m.agents[op[OP_AGENT]].name}:{smem.tile_tag(m, op[OP_TILE])}"
 
 
@@ -44,26 +45,44 @@ def _chunks(m, stage: int, offset, nbytes: int, r) -> tuple[int, int]:
 
 
 def _load(m, a, r, args, record) -> None:
-    dst, offset, src, size, bar = args
+    dst, offset, src, size, bar, multicast = args
     stage, tile, b = dst(r), src(r), bar(r)
     nbytes = size(r)
     if nbytes > TX_LIMIT:
         raise ProgramError("operand_range", f"a bulk copy moves at most {TX_LIMIT} bytes")
     first, end = _chunks(m, stage, offset, nbytes, r)
-    m.tma.append([LOAD, tile, stage, b, first, end, a, 0, False, False])
-    m.stage_tile[stage] = tile
-    readers = m.program.readers[stage]
-    if readers:
-        m.owed[(stage, tile)] = readers
-    name = op_name(m, m.tma[-1])
-    stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
-    record["operands"] = {"op": name, "tile": smem.tile_index(tile), "stage": stage_name,
-                          "bytes": nbytes, "barrier": bar_name}
-    record["events"].append({"kind": "tma_issued", "op": name, "direction": "load",
-                             "tile": smem.tile_index(tile), "stage": stage_name,
-                             "bytes": nbytes, "barrier": bar_name})
-    m.tx_ledger[b][ISSUED] += nbytes
-    tx_check(m, b, record)
+    targets = [(stage, b)]
+    if multicast is not None:
+        mask_fn, own, stage_size, bar_size = multicast
+        mask = mask_fn(r)
+        ctas = m.program.cluster
+        if not 0 < mask < (1 << ctas):
+            raise ProgramError("operand_range", f"ctaMask {mask:#x} names no CTA or one outside "
+                                                f"the cluster of {ctas}")
+        targets = [(stage + (c - own) * stage_size, b + (c - own) * bar_size)
+                   for c in range(ctas) if mask >> c & 1]
+    names = []
+    for stage, b in targets:
+        m.tma.append([LOAD, tile, stage, b, first, end, a, 0, False, False])
+        m.stage_tile[stage] = tile
+        readers = m.program.readers[stage]
+        if readers:
+            m.owed[(stage, tile)] = readers
+        name = op_name(m, m.tma[-1])
+        names.append(name)
+        stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
+        record["events"].append({"kind": "tma_issued", "op": name, "direction": "load",
+                                 "tile": smem.tile_index(tile), "stage": stage_name,
+                                 "bytes": nbytes, "barrier": bar_name})
+        m.tx_ledger[b][ISSUED] += nbytes
+    stage, b = targets[0]
+    record["operands"] = {"op": names[0], "tile": smem.tile_index(tile),
+                          "stage": m.stage_names[stage], "bytes": nbytes,
+                          "barrier": m.barrier_names[b]}
+    if len(names) > 1:
+        record["operands"]["multicast"] = [m.stage_names[s] for s, _ in targets]
+    for _, b in targets:
+        tx_check(m, b, record)
 
 
 def _store(m, a, r, args, record) -> None:

@@ -75,7 +75,7 @@ def _prepare_arg(arg):
     if isinstance(arg, Ref):
         return _index(arg)
     if isinstance(arg, tuple):
-        return tuple((reg, function(expr), expr) for reg, expr in arg)
+        return tuple(_prepare_arg(x) for x in arg)
     return arg
 
 
@@ -87,13 +87,15 @@ def _out_of_bounds(name: str, i: int, size: int):
 def _index(ref):
     """A function from registers to the flat index of `ref`'s element, bounds-checked."""
     base, size, index = ref.base, ref.size, ref.index
-    if index.const is not None:
+    if ref.cta is None and index.const is not None:
         value = base + index.const
         return lambda r: value
-    code = (f"lambda r: {base} + v if 0 <= (v := {index.code}) < {size} "
-            f"else _oob({ref.array!r}, v, {size})")
-    return eval(code, {"__builtins__": {}, "_oob": _out_of_bounds, "_div": _div,  # noqa: S307
-                       "_mod": _mod, "int": int, "bool": bool})
+    code = f"{base} + v if 0 <= (v := {index.code}) < {size} else _oob({ref.array!r}, v, {size})"
+    if ref.cta is not None:
+        code = (f"({code}) + c * {size} if 0 <= (c := {ref.cta.code}) < {ref.ctas} "
+                f"else _oob('the cluster', c, {ref.ctas})")
+    return eval(f"lambda r: {code}", {"__builtins__": {}, "_oob": _out_of_bounds,  # noqa: S307
+                                      "_div": _div, "_mod": _mod, "int": int, "bool": bool})
 
 
 _CODE: dict[int, tuple] = {}

@@ -43,12 +43,16 @@ class Expr:
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """An element of a declared array: a barrier, a stage or a global tensor tile."""
+    """An element of a declared array: a barrier, a stage or a global tensor tile. `base` is the
+    flat index of element 0 in the agent's own CTA; `cta` (from `mapa`) names another CTA of
+    the cluster, whose copy of the array starts `cta * size` after the first CTA's."""
 
     array: str
     base: int
     size: int
     index: Expr
+    cta: Expr | None = None
+    ctas: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,7 @@ class BarrierDecl:
     array: str
     init_count: int | None
     """Arrivals it is initialized with before any agent moves; None: a thread runs the init."""
+    cta: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,7 @@ class StageDecl:
     chunk_bytes: int
     release: int | None
     """Index of the barrier whose arrivals release this stage (its `empty_barrier`), if any."""
+    cta: int = 0
 
     @property
     def chunks(self) -> int:
@@ -120,6 +126,7 @@ class AgentProgram:
     """Registers the snapshot shows (hidden ones are the tcgen05 ordering flags)."""
     iteration: int | None
     """Register whose value is the snapshot's `iteration` (the outermost loop counter)."""
+    cta: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +139,8 @@ class Program:
     agents: tuple[AgentProgram, ...]
     readers: tuple[int, ...] = field(default=())
     """Per stage: bit mask of the agents that read it (they are owed every tile put there)."""
+    cluster: int = 1
+    """CTAs in the cluster: every barrier and stage array, and every agent, exists once per CTA."""
 
 
 def _div(a: int, b: int) -> int:

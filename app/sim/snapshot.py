@@ -82,12 +82,13 @@ def layout(m) -> dict:
         role = next((r for prefix, r in ROLES if decl.array.startswith(prefix)), "bar")
         stage = int(decl.name[decl.name.index("[") + 1:-1]) if "[" in decl.name else None
         barriers.append({"name": decl.name, "role": role, "stage": stage,
-                         "array": decl.array})
+                         "array": decl.array, "cta": decl.cta})
     return {
         "barriers": barriers,
         "stages": [{"name": s.name, "chunks": s.chunks, "chunk_bytes": s.chunk_bytes,
-                    "bytes": s.bytes} for s in m.program.stages],
-        "agents": [{"name": a.name, "role": a.role,
+                    "bytes": s.bytes, "cta": s.cta} for s in m.program.stages],
+        "cluster": m.program.cluster,
+        "agents": [{"name": a.name, "role": a.role, "cta": a.cta,
                     "program": [a.nodes[n].text for n in a.listing],
                     "source_lines": [a.nodes[n].source_line for n in a.listing]}
                    for a in m.agents],

@@ -50,9 +50,16 @@ def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
     return done
 
 
-def arrival(m, a_name: str, b: int, record: dict) -> None:
-    """Checks every arrive makes (threads, or the tensor core for a commit) before it lands."""
+def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> None:
+    """Checks every arrive makes (threads, or the tensor core for a commit) before it lands.
+
+    `reuse_before_wait` watches arrivals from the barrier's own CTA. A remote arrive from
+    another CTA of the cluster (`mapa` + `.shared::cluster`) is a one-way signal that may reach
+    the next phase before the barrier's own waiter has looked, as in CUTLASS's multicast
+    pipelines; a phase it helps complete unobserved still shows as `stale_wait` or `deadlock`."""
     barrier = m.barriers[b]
+    if cta is not None and cta != m.program.barriers[b].cta:
+        return
     if not m.observed[b] and barrier.valid and barrier.phase > 0:
         m.observed[b] = 1
         name = m.barrier_names[b]
@@ -117,7 +124,7 @@ def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
     n = 1 if count is None else _range(count(r), 1, COUNT_LIMIT, "the count")
     record["operands"] = {"barrier": m.barrier_names[b], "count": n}
     m.barriers[b]._require_valid(f"mbarrier.{kind}")
-    arrival(m, m.agents[a].name, b, record)
+    arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
     barrier_op(m, record, b, kind, n)
@@ -138,7 +145,7 @@ def _arrive_expect_tx(m, a, r, args, record) -> None:
     if barrier.pending_arrivals < 1:
         raise UndefinedBehavior("over_arrival", f"mbarrier.arrive.expect_tx on {name} with no "
                                                 "arrivals pending (a second arrive in one phase)")
-    arrival(m, m.agents[a].name, b, record)
+    arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
     m.tx_ledger[b][ANNOUNCED] += n
@@ -255,7 +262,7 @@ def _assign(m, a, r, args, record) -> None:
     (updates,) = args
     names = m.agents[a].registers
     value = {}
-    for reg, fn, _ in updates:
+    for reg, fn in updates:
         r[reg] = checked(fn(r))
         value[names[reg - 1]] = r[reg]
     record["operands"] = dict(value)

@@ -2,8 +2,8 @@ def test_catalogue_lists_the_built_ins_with_ranges_and_defaults(client):
     response = client.get("/api/v1/scenarios")
     assert response.status_code == 200
     scenarios = {s["id"]: s for s in response.json()["scenarios"]}
-    assert list(scenarios)[:4] == ["single_barrier", "double_buffer_tma", "kloop_tma_mma",
-                                   "proxy_fence_store"]
+    assert list(scenarios) == ["single_barrier", "double_buffer_tma", "cluster_multicast",
+                               "kloop_tma_mma", "proxy_fence_store"]
     ring = scenarios["double_buffer_tma"]
     assert ring["parameters"]["stages"] == {"default": 2, "min": 1, "max": 16,
                                             "doc": "shared-memory stages in the ring"}
@@ -11,6 +11,17 @@ def test_catalogue_lists_the_built_ins_with_ranges_and_defaults(client):
     assert ring["parameters"]["consumers"]["max"] == 4
     assert "forget_phase_toggle" in ring["bugs"]
     assert all(s["lesson"] for s in scenarios.values())
+    assert {t["name"] for t in ring["toggles"]} == set(ring["bugs"])
+    assert all(t["description"] for s in scenarios.values() for t in s["toggles"])
+
+
+def test_each_scenario_carries_the_pipeline_text_it_runs(client):
+    import hashlib
+
+    for scenario in client.get("/api/v1/scenarios").json()["scenarios"]:
+        one = client.get(f"/api/v1/scenarios/{scenario['id']}").json()
+        assert one["source"].lstrip().startswith("//")
+        assert hashlib.sha256(one["source"].encode()).hexdigest() == one["source_sha256"]
 
 
 def test_one_scenario_and_unknown_scenario(client):

@@ -37,7 +37,7 @@ def test_create_answers_layout_snapshot_and_ready_movers(client):
     assert view["total_steps"] == 28 and view["status"] == "done"
     assert view["ready"] == ["thread"]
     assert view["layout"]["barriers"] == [{"name": "bar", "role": "bar", "stage": None,
-                                          "array": "bar"}]
+                                          "array": "bar", "cta": 0}]
     assert view["snapshot"]["barriers"][0]["valid"] is False
     assert view["scenario"]["schedule"] == {"kind": "round_robin"}
 

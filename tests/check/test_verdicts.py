@@ -13,6 +13,7 @@ CORRECT = [
       for s in (1, 2, 3) for t in range(1, 7) for c in (1, 2)],
     *[("kloop_tma_mma", {"stages": s, "tiles": t}) for s in (1, 2, 3) for t in range(1, 7)],
     *[("proxy_fence_store", {"stages": s, "tiles": t}) for s in (1, 2, 3) for t in range(1, 7)],
+    *[("cluster_multicast", {"stages": s, "tiles": t}) for s in (1, 2) for t in (1, 2, 3)],
 ]
 
 
@@ -38,6 +39,8 @@ SAFE_BUGS = [
     # One consumer: an empty_barrier count of 1 is the right count.
     ("double_buffer_tma", {"stages": 1, "tiles": 4, "consumers": 1}, "wrong_arrival_count"),
     ("double_buffer_tma", {"stages": 2, "tiles": 4, "consumers": 1}, "wrong_arrival_count"),
+    # One tile never reuses a stage: the missing remote arrive has nothing to protect.
+    ("cluster_multicast", {"stages": 1, "tiles": 1}, "release_local_only"),
 ]
 
 
@@ -94,6 +97,10 @@ UNSAFE_BUGS = [
      {"tcgen05_ld_race": 19}),
     ("proxy_fence_store", {"stages": 2, "tiles": 3}, "missing_proxy_fence",
      {"proxy_fence_missing": 4}),
+    ("cluster_multicast", {"stages": 1, "tiles": 2}, "release_local_only",
+     {"tx_mismatch": 17, "overwrite": 17, "partial_read": 23, "stale_read": 23, "deadlock": 37}),
+    ("cluster_multicast", {"stages": 1, "tiles": 1}, "expect_tx_one_cta",
+     {"partial_read": 4, "tx_mismatch": 6, "deadlock": 20}),
 ]
 
 

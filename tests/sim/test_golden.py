@@ -26,6 +26,7 @@ CASES = {
     "proxy_fence_store": ("proxy_fence_store", {}, [], False),
     "proxy_fence_store-missing_proxy_fence": (
         "proxy_fence_store", {}, ["missing_proxy_fence"], False),
+    "cluster_multicast": ("cluster_multicast", {"tiles": 2}, [], False),
 }
 
 

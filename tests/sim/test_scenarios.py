@@ -68,6 +68,10 @@ CASES = [
      "epilogue", "st.global"),
     ("proxy_fence_store", "missing_proxy_fence", {"stages": 2, "tiles": 4},
      "proxy_fence_missing", "tma", "cp.async.bulk"),
+    ("cluster_multicast", "release_local_only", {"stages": 1, "tiles": 3}, "overwrite", "tma",
+     "cp.async.bulk"),
+    ("cluster_multicast", "expect_tx_one_cta", {"stages": 2, "tiles": 3}, "partial_read",
+     "cta1.consumer", "ld.shared"),
 ]
 
 
@@ -145,6 +149,8 @@ CORRECT = [
     ("kloop_tma_mma", {"stages": 3, "tiles": 6}),
     ("proxy_fence_store", {"stages": 1, "tiles": 3}),
     ("proxy_fence_store", {"stages": 3, "tiles": 6}),
+    ("cluster_multicast", {"stages": 1, "tiles": 3}),
+    ("cluster_multicast", {"stages": 2, "tiles": 5}),
 ]
 
 
