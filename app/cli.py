@@ -1,32 +1,58 @@
-"""`mbarrier-inspector serve | trace | check | capture`: the command line, at the engine's edge."""
+"""`mbarrier-inspector serve | trace | check | validate | capture`: the command line, at the
+engine's edge. Wherever a scenario is named, a pipeline file (`my_ring.pipe`) may stand instead."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from app.api.runs import parse_schedule
-from app.scenarios import ParamError, catalogue
+from app.lang.compiler import MAX_SOURCE_BYTES
+from app.scenarios import ParamError, PipelineError, Scenario, catalogue, from_source
 from app.scenarios import get as get_scenario
 from app.sim.machine import MoveError
 from app.sim.trace import Run
 
+LEGACY_FLAGS = ("stages", "tiles", "tile_bytes", "chunk_bytes", "consumers")
+"""Parameters with flags of their own (the built-ins'); `--param NAME=VALUE` sets any other."""
+
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The scenario and its parameters, shared by `trace`, `check` and `capture`."""
-    parser.add_argument("scenario", help="scenario id: " + ", ".join(catalogue()))
-    parser.add_argument("--stages", type=int)
-    parser.add_argument("--tiles", type=int)
-    parser.add_argument("--tile-bytes", type=int)
-    parser.add_argument("--chunk-bytes", type=int)
-    parser.add_argument("--consumers", type=int)
+    parser.add_argument("scenario", help="a built-in scenario id (" + ", ".join(catalogue())
+                        + ") or a pipeline file")
+    for name in LEGACY_FLAGS:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int)
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="any parameter the pipeline declares (repeatable)")
     parser.add_argument("--bugs", default="", help="comma-separated bug toggles")
 
 
 def config_params(args: argparse.Namespace) -> dict:
-    return {"stages": args.stages, "tiles": args.tiles, "tile_bytes": args.tile_bytes,
-            "chunk_bytes": args.chunk_bytes, "consumers": args.consumers}
+    params = {name: getattr(args, name, None) for name in LEGACY_FLAGS}
+    for item in getattr(args, "param", []):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ParamError("param", f"--param takes NAME=VALUE; got {item[:40]!r}")
+        params[name.strip()] = value.strip()
+    return params
+
+
+def load_scenario(name: str) -> Scenario:
+    """A built-in by id, or a pipeline file (anything that names an existing file or ends in
+    `.pipe`)."""
+    path = Path(name)
+    if name.endswith(".pipe") or (path.suffix and path.exists()):
+        try:
+            size = path.stat().st_size
+        except OSError as err:
+            raise ParamError("scenario", f"cannot read {name}: {err.strerror}") from None
+        if size > MAX_SOURCE_BYTES:
+            raise ParamError("scenario", f"{name} is over {MAX_SOURCE_BYTES // 1024} KiB")
+        return from_source(path.read_text(encoding="utf-8", errors="replace"))
+    return get_scenario(name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--summary", action="store_true", help="a readable step table instead")
     trace.add_argument("--no-snapshots", action="store_true", help="leave snapshots out")
 
+    validate = sub.add_parser("validate", help="check a pipeline file and say what it declares")
+    validate.add_argument("file", help="a pipeline file (.pipe)")
+
     for module in _subsystem_clis():
         module.add_parser(sub)
     return parser
@@ -60,8 +89,27 @@ def _subsystem_clis() -> list:
     return [check_cli, capture_cli]
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.file)
+    pipeline = scenario.pipeline
+    cfg = scenario.resolve({}, [])
+    program = cfg.program
+    print(f"{args.file}: ok (sha256 {pipeline.sha256[:12]})")
+    for name, spec in scenario.parameters.items():
+        print(f"  param   {name} = {spec['default']} in {spec['min']}..{spec['max']}"
+              f"  {spec['doc']}")
+    print(f"  barriers {', '.join(b.name for b in program.barriers) or 'none'}")
+    print(f"  stages   {', '.join(s.name for s in program.stages) or 'none'}")
+    for agent in program.agents:
+        print(f"  agent   {agent.name}: {len(agent.listing)} lines")
+    for toggle in pipeline.toggles():
+        broken = "  (BROKEN: " + toggle["error"]["message"] + ")" if "error" in toggle else ""
+        print(f"  bug     {toggle['name']}: {toggle['description']}{broken}")
+    return 0
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
-    scenario = get_scenario(args.scenario)
+    scenario = load_scenario(args.scenario)
     cfg = scenario.resolve(config_params(args), args.bugs)
     schedule = parse_schedule(args.schedule, args.seed, args.moves)
     run = Run.complete(cfg, schedule, scenario.describe(cfg))
@@ -102,9 +150,17 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "trace":
             return cmd_trace(args)
+        if args.command == "validate":
+            return cmd_validate(args)
         return args.run(args)
     except KeyError as err:
         parser.error(f"no scenario {err.args[0]!r}; scenarios: {', '.join(catalogue())}")
+    except PipelineError as err:
+        where = getattr(args, "file", None) or getattr(args, "scenario", "pipeline")
+        text = Path(where).read_text(encoding="utf-8", errors="replace") \
+            if Path(where).is_file() else ""
+        sys.stderr.write(f"{where}:{err.render(text)}\n")
+        return 2
     except (ParamError, MoveError) as err:
         field = f"{err.field}: " if isinstance(err, ParamError) else ""
         parser.error(f"{field}{err}")

@@ -12,7 +12,13 @@ import json
 import sys
 import time
 
-from app.cli import add_config_arguments, config_params, print_summary
+from app.cli import (
+    LEGACY_FLAGS,
+    add_config_arguments,
+    config_params,
+    load_scenario,
+    print_summary,
+)
 from app.sim.schedule import Schedule
 from app.sim.trace import Run
 
@@ -22,7 +28,6 @@ from .service import (
     DEFAULT_TIMEOUT_S,
     MAX_MEMORY,
     check_config,
-    scenario_for,
     validate_limits,
 )
 
@@ -55,7 +60,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    scenario = scenario_for(args.scenario)
+    scenario = load_scenario(args.scenario)
     cfg = scenario.resolve(config_params(args), args.bugs)
     max_states, timeout_s = validate_limits(args.max_states, args.timeout, CLI_MAX_STATES,
                                             CLI_MAX_TIMEOUT_S)
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result, sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")
     else:
-        print_result(result, scenario.id, args.steps, cfg)
+        print_result(result, scenario.id or args.scenario, args.steps, cfg)
     return EXIT[result["verdict"]]
 
 
@@ -96,8 +101,8 @@ def print_result(result: dict, scenario_id: str, steps: bool, cfg) -> None:
 
 def replay_command(scenario_id: str, trace: dict, moves: list[str]) -> str:
     """The `trace` command line that shows this counterexample step by step."""
-    params = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in
-                      trace["scenario"]["params"].items())
+    params = " ".join(f"--{k.replace('_', '-')} {v}" if k in LEGACY_FLAGS else f"--param {k}={v}"
+                      for k, v in trace["scenario"]["params"].items())
     bugs = trace["scenario"]["bugs"]
     bug_flag = f" --bugs {','.join(bugs)}" if bugs else ""
     return (f"mbarrier-inspector trace {scenario_id} {params}{bug_flag} --schedule manual "

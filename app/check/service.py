@@ -110,7 +110,8 @@ def violation(explorer: Explorer, out: Exploration, kind: str, describe: dict) -
 
 def summary(describe: dict, out: Exploration) -> str:
     """One or two sentences a person reads first."""
-    what = describe["id"] + "".join(f" {k}={v}" for k, v in describe["params"].items())
+    what = (describe["id"] or "the pipeline") + "".join(
+        f" {k}={v}" for k, v in describe["params"].items())
     if describe["bugs"]:
         what += " bugs=" + ",".join(describe["bugs"])
     found = sorted(out.found.values(), key=lambda f: (f.steps, f.kind))
