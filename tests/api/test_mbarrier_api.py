@@ -78,3 +78,32 @@ def test_too_many_ops(client):
 def test_not_json(client):
     response = client.post(URL, content=b"{not json", headers={"content-type": "application/json"})
     assert response.status_code == 422
+
+
+def test_state_tokens_wait_for_the_phase_they_arrived_in(client):
+    states = run(client, [
+        {"op": "init", "count": 2}, {"op": "arrive", "token": "a"},
+        {"op": "pending_count", "token": "a"}, {"op": "test_wait", "token": "a"},
+        {"op": "arrive_expect_tx", "bytes": 16, "token": "b"}, {"op": "try_wait", "token": "a"},
+        {"op": "complete_tx", "bytes": 16}, {"op": "test_wait", "token": "b"},
+        {"op": "pending_count", "token": "b"},
+    ]).json()["states"]
+    assert states[2]["pending_count"] == 1 and "pending_count" not in states[1]
+    assert [s["wait_complete"] for s in states] == [None, None, None, False, None, False, None,
+                                                    True, None]
+    assert states[-1]["pending_count"] == 0
+
+
+def test_a_token_two_phases_old_is_stale(client):
+    states = run(client, [
+        {"op": "init", "count": 1}, {"op": "arrive", "token": "old"}, {"op": "arrive"},
+        {"op": "test_wait", "token": "old"},
+    ]).json()["states"]
+    assert states[-1]["undefined_behavior"] == "stale_token"
+    assert len(states) == 4
+
+
+def test_an_unknown_token_is_a_422_naming_the_op(client):
+    response = run(client, [{"op": "init"}, {"op": "test_wait", "token": "nope"}])
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "ops", 1, "token"]

@@ -1,10 +1,17 @@
-"""One mbarrier driven op by op (SEMANTICS.md, `POST /api/v1/mbarrier/run`): one state per op."""
+"""One mbarrier driven op by op (SEMANTICS.md, `POST /api/v1/mbarrier/run`): one state per op.
+
+State tokens: an arrive may store the phase it arrived in under a name (`"token"`); `test_wait`
+and `try_wait` with that name say whether that phase has completed, and `pending_count` reads the
+arrivals that were still pending in it right after that arrive (PTX `mbarrier.pending_count`
+decodes the state value alone, so only the waits check that a token is not stale).
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
 from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.sim.barrier import COUNT_LIMIT, TX_LIMIT, Mbarrier, UndefinedBehavior
@@ -16,6 +23,7 @@ MAX_OPS = 10_000
 Count = Annotated[int, Field(ge=1, le=COUNT_LIMIT, strict=True)]
 Bytes = Annotated[int, Field(ge=0, le=TX_LIMIT, strict=True)]
 Parity = Annotated[int, Field(ge=0, le=1, strict=True)]
+TokenName = Annotated[str, Field(min_length=1, max_length=40, strict=True)]
 
 
 class _Op(BaseModel):
@@ -30,11 +38,28 @@ class InitOp(_Op):
 class ArriveOp(_Op):
     op: Literal["arrive", "arrive_drop"]
     count: Count = 1
+    token: TokenName | None = None
 
 
 class BytesOp(_Op):
-    op: Literal["expect_tx", "arrive_expect_tx", "complete_tx"]
+    op: Literal["expect_tx", "complete_tx"]
     bytes: Bytes
+
+
+class ArriveExpectTxOp(_Op):
+    op: Literal["arrive_expect_tx"]
+    bytes: Bytes
+    token: TokenName | None = None
+
+
+class TokenWaitOp(_Op):
+    op: Literal["test_wait", "try_wait"]
+    token: TokenName
+
+
+class PendingCountOp(_Op):
+    op: Literal["pending_count"]
+    token: TokenName
 
 
 class WaitOp(_Op):
@@ -46,7 +71,8 @@ class InvalOp(_Op):
     op: Literal["inval"]
 
 
-Op = Annotated[InitOp | ArriveOp | BytesOp | WaitOp | InvalOp, Field(discriminator="op")]
+Op = Annotated[InitOp | ArriveOp | BytesOp | ArriveExpectTxOp | WaitOp | TokenWaitOp |
+              PendingCountOp | InvalOp, Field(discriminator="op")]
 
 
 class RunRequest(BaseModel):
@@ -65,38 +91,78 @@ class BarrierState(BaseModel):
     phase_completed: bool
     wait_complete: bool | None
     undefined_behavior: str | None
+    pending_count: int | None = Field(default=None, description="`pending_count` ops only")
 
 
 class RunResponse(BaseModel):
     states: list[BarrierState]
 
 
+def check_tokens(ops: list) -> None:
+    """Every token a wait or `pending_count` names was stored by an earlier arrive (a 422 that
+    names the op otherwise)."""
+    stored: set[str] = set()
+    for i, op in enumerate(ops):
+        token = getattr(op, "token", None)
+        if token is None:
+            continue
+        if op.op in ("test_wait", "try_wait", "pending_count"):
+            if token not in stored:
+                raise RequestValidationError([{
+                    "loc": ("body", "ops", i, "token"), "type": "value_error", "input": token,
+                    "msg": f"no earlier arrive stored a token named {token!r}"}])
+        else:
+            stored.add(token)
+
+
 def run_ops(ops: list) -> list[dict]:
     """Apply `ops` to a fresh barrier; stop after the first undefined behaviour.
 
-    Each op name is the `Mbarrier` method of the same name, its operand the method's argument.
+    Each op name is the `Mbarrier` method of the same name, its operand the method's argument;
+    the token ops are answered from the phase (and pending count) an arrive recorded.
     """
     barrier = Mbarrier()
+    tokens: dict[str, tuple[int, int]] = {}
     states = []
     for op in ops:
-        operands = [getattr(op, name) for name in ("count", "bytes", "parity") if hasattr(op, name)]
-        completed, wait, rule = False, None, None
+        completed, wait, rule, extra = False, None, None, {}
         try:
-            result = getattr(barrier, op.op)(*operands)
+            if op.op in ("test_wait", "try_wait"):
+                wait = _token_wait(barrier, tokens[op.token])
+            elif op.op == "pending_count":
+                extra = {"pending_count": tokens[op.token][1]}
+            else:
+                operands = [getattr(op, name) for name in ("count", "bytes", "parity")
+                            if hasattr(op, name)]
+                phase = barrier.phase
+                result = getattr(barrier, op.op)(*operands)
+                if op.op.endswith("wait_parity"):
+                    wait = result
+                else:
+                    completed = result
+                if getattr(op, "token", None):
+                    pending = 0 if completed else barrier.pending_arrivals
+                    tokens[op.token] = (phase, pending)
         except UndefinedBehavior as ub:
             rule = ub.rule
-        else:
-            if op.op.endswith("wait_parity"):
-                wait = result
-            else:
-                completed = result
         states.append({"op": op.op, **barrier.as_dict(), "phase_completed": completed,
-                       "wait_complete": wait, "undefined_behavior": rule})
+                       "wait_complete": wait, "undefined_behavior": rule, **extra})
         if rule:
             break
     return states
 
 
-@router.post("/run", response_model=RunResponse)
+def _token_wait(barrier: Mbarrier, token: tuple[int, int]) -> bool:
+    """`test_wait`/`try_wait` with a state token: has the phase it names completed?"""
+    barrier.test_wait_parity(0)  # an invalid barrier is `uninitialized`
+    phase, _ = token
+    if barrier.phase - phase >= 2:
+        raise UndefinedBehavior("stale_token", f"a token of phase {phase} is "
+                                               f"{barrier.phase - phase} phases old")
+    return barrier.phase > phase
+
+
+@router.post("/run", response_model=RunResponse, response_model_exclude_unset=True)
 def post_run(request: RunRequest) -> dict:
+    check_tokens(request.ops)
     return {"states": run_ops(request.ops)}
