@@ -1,0 +1,41 @@
+"""The UI, templates and traces are found through `app.resources` only, never from `__file__`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app import resources
+
+APP = Path(resources.__file__).parent
+WALKS_UP = re.compile(r"__file__\)?\.(resolve\(\)\.)?parents?\b")
+LEAD_TODO = {"capture/make_all.py", "capture/runner.py"}
+"""Still walk up from __file__ (the capture tools write into the checkout); see the report."""
+
+
+def test_each_folder_holds_what_the_server_serves():
+    assert (resources.static_dir() / "js").is_dir()
+    assert (resources.templates_dir() / "inspector.html").is_file()
+    assert (resources.traces_dir() / "single_barrier.json").is_file()
+
+
+def test_an_unknown_folder_is_refused():
+    with pytest.raises(ValueError, match="static, templates, traces"):
+        resources.folder("app")
+
+
+def test_the_editable_install_names_this_checkout():
+    """`make install-test` installs editable; its metadata points at the checkout we run in."""
+    checkout = resources.editable_checkout()
+    if checkout is None:
+        pytest.skip("not an editable install")
+    assert (checkout / "app" / "resources.py").samefile(APP / "resources.py")
+
+
+def test_no_module_walks_up_from_its_file():
+    offenders = sorted(
+        str(path.relative_to(APP)) for path in APP.rglob("*.py")
+        if WALKS_UP.search(path.read_text()))
+    assert set(offenders) <= LEAD_TODO, offenders
