@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from app.api.encode import compact_json, json_response
+from app.export.perfetto import to_chrome_trace
 from app.replay.conformance import check_trace
 from app.replay.store import ReplayError, list_replays, load_bandwidth, load_replay
 from app.resources import traces_dir
@@ -86,3 +87,12 @@ def get_conformance(replay_id: str) -> dict:
     report = check_trace(_replay(replay_id))
     return {**report.summary(), "divergences": report.divergences,
             "recorded_order_divergences": report.recorded_divergences}
+
+
+@router.get("/{replay_id}/perfetto")
+def get_replay_perfetto(replay_id: str) -> Response:
+    """The GPU trace in the Chrome Trace Event Format (docs/perfetto.md): steps at their
+    %globaltimer nanoseconds, what the log does not time flagged `reconstructed`."""
+    body = compact_json(to_chrome_trace(_replay(replay_id)))
+    return Response(body, media_type="application/json", headers={
+        "content-disposition": f'attachment; filename="{replay_id}.perfetto.json"'})

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.encode import json_response
+from app.api.encode import compact_json, json_response
 from app.api.runs import parse_schedule, runs, scenario_or_404
 from app.core.config import settings
+from app.export.perfetto import to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
 
 router = APIRouter(prefix="/traces", tags=["traces"])
@@ -54,3 +57,15 @@ def get_trace(
                                f"({'with' if snapshots else 'without'} snapshots); "
                                f"asked for {last - first + 1}")
     return json_response(run.document(first, last, snapshots))
+
+
+@router.get("/{scenario_id}/perfetto", name="get_trace_perfetto",
+            summary="The trace as a Perfetto / Chrome trace (docs/perfetto.md)")
+@functools.wraps(get_trace)
+def get_trace_perfetto(**query) -> Response:
+    """The same run and window as `GET /traces/{scenario_id}` with the same query (and the same
+    422s naming the field), in the Chrome Trace Event Format that ui.perfetto.dev opens."""
+    doc = json.loads(get_trace(**query).body)
+    return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
+                    headers={"content-disposition":
+                             f'attachment; filename="{doc["scenario"]["id"]}.perfetto.json"'})
