@@ -3,28 +3,38 @@ and `traces/` folders into the package as `app/static`, `app/templates` and `app
 
 They stay at the top of the repository (the UI has no build step and the GPU capture writes
 traces/ in place), so the wheel gets them through `package_dir`; `app.resources` finds them
-again at run time, installed or editable. The packages are listed here rather than with
-`[tool.setuptools.packages.find]` because a find cannot be combined with extra mapped packages.
+again at run time, installed or editable. Each data folder and its subfolders are listed as
+packages (setuptools warns about data in folders it does not know), and the packages are listed
+here rather than with `[tool.setuptools.packages.find]`, which cannot add mapped folders.
 """
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
 
-DATA_DIRS = {"app.static": "static", "app.templates": "templates", "app.traces": "traces"}
-"""Package name in the wheel -> folder at the top of the repository."""
-
-ENGINE_DATA = ["**/*.json", "**/*.pipe", "**/*.lark", "**/*.md", "**/*.txt"]
+ENGINE_DATA = ["*.json", "*.pipe", "*.lark", "*.md", "*.txt"]
 """Non-Python files of the engine's packages (schemas, pipelines, grammar, prelude, lessons)."""
 
+
+def data_folder(package: str, folder: str, patterns: list[str], recursive: bool = True):
+    """`folder` and its subfolders as `package` and its subpackages, with the files matching."""
+    subfolders = find_namespace_packages(where=folder) if recursive else []
+    packages = {package: folder}
+    packages.update({f"{package}.{sub}": f"{folder}/{sub.replace('.', '/')}"
+                     for sub in subfolders})
+    return packages, dict.fromkeys(packages, patterns)
+
+
+static, static_files = data_folder("app.static", "static", ["*"])
+templates, template_files = data_folder("app.templates", "templates", ["*"])
+traces, trace_files = data_folder("app.traces", "traces", ["*.json"], recursive=False)
+"""The traces and their measurements, not the raw GPU logs under traces/raw/."""
+
+code = find_packages(include=["app", "app.*"])
+
 setup(
-    packages=[*find_packages(include=["app", "app.*"]), *DATA_DIRS],
-    package_dir=DATA_DIRS,
+    packages=[*code, *static, *templates, *traces],
+    package_dir={**static, **templates, **traces},
     package_data={
-        "app.static": ["**/*"],
-        "app.templates": ["**/*"],
-        "app.traces": ["*.json"],  # the traces and their measurements, not the raw GPU logs
-        "app.scenarios": ENGINE_DATA,
-        "app.lang": ENGINE_DATA,
-        "app.sim": ENGINE_DATA,
-        "app.export": ENGINE_DATA,
+        **dict.fromkeys(code, ENGINE_DATA),
+        **static_files, **template_files, **trace_files,
     },
 )
