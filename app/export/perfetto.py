@@ -121,149 +121,174 @@ def _wait_name(waiting_on: dict | None) -> str:
 
 def to_chrome_trace(doc: dict) -> dict:
     """The Chrome Trace Event Format (JSON object form) of one trace document."""
-    clock = _Clock(doc)
-    steps = doc["steps"]
-    source = doc["source"]
-    observed = {o["step"]: o for o in source.get("observed", []) if "step" in o}
-    window = doc.get("window", {"from": 1, "to": len(steps)})
-    starts_at_initial = window.get("from", 1) == 1
+    return _Export(doc).build()
 
-    names = [a["name"] for a in doc["layout"]["agents"]]
-    tids = {name: i + 1 for i, name in enumerate(names)}
-    for engine in ENGINES:
-        tids[engine] = len(tids) + 1
-    for step in steps:
-        tids.setdefault(step["agent"], len(tids) + 1)
 
-    events: list[dict] = []
-    lanes = {engine: _Lanes(engine, LANE_TID + 100 * i) for i, engine in enumerate(ENGINES)}
-    track_end = dict.fromkeys(tids.values(), 0.0)
+class _Export:
+    """One pass over a trace's steps, emitting each step, and the waits, work in flight and
+    barrier values its snapshots show, as events."""
 
-    def slice_(name, cat, tid, ts, dur, args) -> None:
+    def __init__(self, doc: dict):
+        self.doc = doc
+        self.clock = _Clock(doc)
+        self.steps = doc["steps"]
+        self.window = doc.get("window", {"from": 1, "to": len(self.steps)})
+        self.observed = {o["step"]: o for o in doc["source"].get("observed", []) if "step" in o}
+        self.tids = {a["name"]: i + 1 for i, a in enumerate(doc["layout"]["agents"])}
+        for name in [*ENGINES, *(s["agent"] for s in self.steps)]:
+            self.tids.setdefault(name, len(self.tids) + 1)
+        self.lanes = {e: _Lanes(e, LANE_TID + 100 * i) for i, e in enumerate(ENGINES)}
+        self.events: list[dict] = []
+        self.track_end: dict[int, float] = {}
+        self.waiting: dict[str, tuple[float, dict | None, int]] = {}
+        self.flight: dict[tuple[str, tuple], tuple[float, int, dict]] = {}
+        self.counters: dict[str, tuple] = {}
+
+    def build(self) -> dict:
+        initial = self.doc.get("initial")
+        if self.window.get("from", 1) == 1 and initial:
+            gpu_start = self.clock.start(self.steps[0]) if self.steps and self.clock.gpu else 0.0
+            self.note_counters(initial, gpu_start)
+            if not self.clock.gpu:
+                self.note_waits(initial, 0.0, 0)
+        for step in self.steps:
+            self.add_step(step)
+        self.close_all()
+        self.add_diagnostics()
+        return {
+            "traceEvents": _metadata(self.doc, self.tids, self.lanes) + self.events,
+            "displayTimeUnit": "ns",
+            "otherData": _other_data(self.doc, self.clock),
+        }
+
+    def slice(self, name: str, cat: str, tid: int, ts: float, dur: float, args: dict) -> None:
         ts, dur = _us(ts), _us(dur)
-        events.append({"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur,
-                       "pid": PID, "tid": tid, "args": args})
-        track_end[tid] = max(track_end.get(tid, 0.0), ts + dur)
+        self.events.append({"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur,
+                            "pid": PID, "tid": tid, "args": args})
+        self.track_end[tid] = max(self.track_end.get(tid, 0.0), ts + dur)
 
-    # simulated waits: from the snapshot where an agent starts waiting to when it may move again
-    waiting: dict[str, tuple[float, dict | None, int]] = {}
+    # ------------------------------------------------------------------------------ steps
 
-    def close_wait(agent: str, at: float, step_number: int, unfinished: bool = False) -> None:
-        begin, on, since = waiting.pop(agent)
-        if at > begin:
-            args = {"waiting_on": on, "since_step": since, "until_step": step_number}
-            if unfinished:
-                args["unfinished"] = True
-            slice_(_wait_name(on), "wait", tids[agent], begin, at - begin, args)
+    def add_step(self, step: dict) -> None:
+        """The step's slice on its mover's track, after the wait it ended (if any)."""
+        number, agent = step["step"], step["agent"]
+        tid = self.tids[agent]
+        start, end = self.clock.start(step), self.clock.end(step)
+        args = {"step": number, "op": step["op"], "line": step.get("line"),
+                "operands": step.get("operands", {}), "events": step.get("events", []),
+                "diagnostics": [d["kind"] for d in step.get("diagnostics", [])]}
+        if self.clock.gpu:
+            seen = self.observed.get(number)
+            args["time_ns"] = step["time_ns"]
+            args["reconstructed"] = seen is None
+            if seen is not None:
+                args["observed"] = {k: v for k, v in seen.items() if k not in ("step", "agent")}
+                if "waited_ns" in seen:
+                    self.add_gpu_wait(step, seen, tid, start)
+        elif agent in self.waiting:
+            self.close_wait(agent, start, number)
+        self.slice(step["op"], "step", tid, start, self.clock.duration(), args)
+        snapshot = step.get("snapshot")
+        if snapshot is not None:
+            self.note_work(snapshot, start, end, number)
+            self.note_counters(snapshot, end)
+            if not self.clock.gpu:
+                self.note_waits(snapshot, end, number)
 
-    def note_waits(snapshot: dict, at: float, step_number: int) -> None:
+    def add_gpu_wait(self, step: dict, seen: dict, tid: int, returned: float) -> None:
+        """The wait the kernel measured: `waited_ns` up to when it returned, clipped so that it
+        neither starts before the track's previous event nor before the log's first one."""
+        wanted = returned - seen["waited_ns"] / 1000
+        begin = max(wanted, self.track_end.get(tid, 0.0), 0.0)
+        args = {"waited_ns": seen["waited_ns"], "returned_step": step["step"],
+                "wait_complete": seen.get("wait_complete"), "tries": seen.get("tries"),
+                "reconstructed": False}
+        if begin > wanted:
+            args["begin_clipped"] = True
+        self.slice(_wait_name(step.get("operands")), "wait", tid, begin, returned - begin, args)
+
+    # -------------------------------------------------------- from snapshots: waits (simulated)
+
+    def note_waits(self, snapshot: dict, at: float, number: int) -> None:
+        """A wait runs from the snapshot where an agent is `waiting` to the one where it is not
+        (or to its own next step, whichever comes first)."""
         for agent in snapshot.get("agents", []):
             name = agent["name"]
-            if agent.get("status") == "waiting" and name not in waiting and name in tids:
-                waiting[name] = (at, agent.get("waiting_on"), step_number)
-            elif agent.get("status") != "waiting" and name in waiting:
-                close_wait(name, at, step_number)
+            if agent.get("status") == "waiting" and name not in self.waiting and name in self.tids:
+                self.waiting[name] = (at, agent.get("waiting_on"), number)
+            elif agent.get("status") != "waiting" and name in self.waiting:
+                self.close_wait(name, at, number)
 
-    # work in flight (TMA copies, tensor-core ops): from the snapshot that first lists an item
-    flight: dict[tuple[str, tuple], tuple[float, int, dict]] = {}
+    def close_wait(self, agent: str, at: float, number: int, unfinished: bool = False) -> None:
+        begin, on, since = self.waiting.pop(agent)
+        if at > begin:
+            args = {"waiting_on": on, "since_step": since, "until_step": number}
+            if unfinished:
+                args["unfinished"] = True
+            self.slice(_wait_name(on), "wait", self.tids[agent], begin, at - begin, args)
 
-    def close_work(engine: str, key: tuple, at: float, step_number: int,
-                   unfinished: bool = False) -> None:
-        begin, since, item = flight.pop((engine, key))
-        args = {**item, "issued_step": since, "done_step": step_number}
-        if clock.gpu:
-            args["reconstructed"] = True
-        if unfinished:
-            args["unfinished"] = True
-        tid = lanes[engine].place(begin, at)
-        slice_(_work_name(item), f"{engine},in_flight", tid, begin, at - begin, args)
+    # ------------------------------------------------ from snapshots: work in flight, counters
 
-    def note_work(snapshot: dict, begin: float, end: float, step_number: int) -> None:
+    def note_work(self, snapshot: dict, begin: float, end: float, number: int) -> None:
+        """TMA copies and tensor-core ops: from the step whose snapshot first lists one to the
+        step after which it is gone."""
         for engine in ENGINES:
             present = _in_flight_key(snapshot, engine)
             for key, item in present.items():
-                if (engine, key) not in flight:
-                    flight[(engine, key)] = (begin, step_number, item)
-            for (eng, key) in [k for k in flight if k[0] == engine and k[1] not in present]:
-                close_work(eng, key, end, step_number)
+                self.flight.setdefault((engine, key), (begin, number, item))
+            for gone in [k for k in self.flight if k[0] == engine and k[1] not in present]:
+                self.close_work(gone, end, number)
 
-    # barrier counters: the initial state, then every change
-    last_counter: dict[str, tuple] = {}
+    def close_work(self, key: tuple[str, tuple], at: float, number: int,
+                   unfinished: bool = False) -> None:
+        engine = key[0]
+        begin, since, item = self.flight.pop(key)
+        args = {**item, "issued_step": since, "done_step": number}
+        if self.clock.gpu:
+            args["reconstructed"] = True
+        if unfinished:
+            args["unfinished"] = True
+        tid = self.lanes[engine].place(begin, at)
+        self.slice(_work_name(item), f"{engine},in_flight", tid, begin, at - begin, args)
 
-    def note_counters(snapshot: dict, at: float) -> None:
+    def note_counters(self, snapshot: dict, at: float) -> None:
+        """Each barrier's values whenever they change."""
         for barrier in snapshot.get("barriers", []):
             values = tuple(barrier.get(f, 0) for f in COUNTER_FIELDS)
-            if last_counter.get(barrier["name"]) == values:
+            if self.counters.get(barrier["name"]) == values:
                 continue
-            last_counter[barrier["name"]] = values
-            events.append({"name": barrier["name"], "cat": "barrier", "ph": "C", "ts": _us(at),
-                           "pid": PID, "args": dict(zip(COUNTER_FIELDS, values, strict=True))})
+            self.counters[barrier["name"]] = values
+            self.events.append({"name": barrier["name"], "cat": "barrier", "ph": "C",
+                                "ts": _us(at), "pid": PID,
+                                "args": dict(zip(COUNTER_FIELDS, values, strict=True))})
 
-    if starts_at_initial and doc.get("initial"):
-        first_at = clock.start(steps[0]) if steps and clock.gpu else 0.0
-        note_counters(doc["initial"], first_at)
-        if not clock.gpu:
-            note_waits(doc["initial"], 0.0, 0)
+    # -------------------------------------------------------------------------- the end
 
-    for step in steps:
-        number, agent, tid = step["step"], step["agent"], tids[step["agent"]]
-        start, end = clock.start(step), clock.end(step)
-        args = {"step": number, "op": step["op"], "line": step.get("line"),
-                "operands": step.get("operands", {}),
-                "events": step.get("events", []),
-                "diagnostics": [d["kind"] for d in step.get("diagnostics", [])]}
-        if clock.gpu:
-            args["time_ns"] = step["time_ns"]
-            args["reconstructed"] = number not in observed
-            seen = observed.get(number)
-            if seen is not None:
-                args["observed"] = {k: v for k, v in seen.items() if k not in ("step", "agent")}
-            if seen is not None and "waited_ns" in seen:
-                waited = seen["waited_ns"] / 1000
-                begin = max(start - waited, track_end.get(tid, 0.0), 0.0)
-                wait_args = {"waited_ns": seen["waited_ns"], "returned_step": number,
-                             "wait_complete": seen.get("wait_complete"),
-                             "tries": seen.get("tries"), "reconstructed": False}
-                if begin > start - waited:
-                    wait_args["begin_clipped"] = True
-                slice_(_wait_name(step.get("operands")), "wait", tid, begin, start - begin,
-                       wait_args)
-        elif agent in waiting:
-            close_wait(agent, start, number)
-        slice_(step["op"], "step", tid, start, clock.duration(), args)
-        snapshot = step.get("snapshot")
-        if snapshot is not None:
-            note_work(snapshot, start, end, number)
-            note_counters(snapshot, end)
-            if not clock.gpu:
-                note_waits(snapshot, end, number)
+    def close_all(self) -> None:
+        """Waits and work still open when the trace (or its window) ends: `unfinished`."""
+        finish = max((self.clock.end(s) for s in self.steps), default=0.0)
+        last = self.steps[-1]["step"] if self.steps else 0
+        for agent in list(self.waiting):
+            self.close_wait(agent, finish, last, unfinished=True)
+        for key in list(self.flight):
+            self.close_work(key, finish, last, unfinished=True)
 
-    finish = max((clock.end(s) for s in steps), default=0.0)
-    last_number = steps[-1]["step"] if steps else 0
-    for agent in list(waiting):
-        close_wait(agent, finish, last_number, unfinished=True)
-    for engine, key in list(flight):
-        close_work(engine, key, finish, last_number, unfinished=True)
-
-    first, last = window.get("from", 1), window.get("to", last_number)
-    for diagnostic in doc.get("diagnostics", []):
-        if not first - 1 <= diagnostic.get("step", 0) <= last:
-            continue
-        named = [a for a in diagnostic.get("agents", []) if a in tids]
-        instant = {"name": diagnostic["kind"], "cat": "diagnostic", "ph": "i",
-                   "ts": _us(clock.at_step(diagnostic["step"], steps)), "pid": PID,
-                   "args": {k: v for k, v in diagnostic.items() if k != "kind"}}
-        if named:
-            instant.update(tid=tids[named[0]], s="t")
-        else:
-            instant["s"] = "p"
-        events.append(instant)
-
-    return {
-        "traceEvents": _metadata(doc, tids, lanes) + events,
-        "displayTimeUnit": "ns",
-        "otherData": _other_data(doc, clock),
-    }
+    def add_diagnostics(self) -> None:
+        """Every diagnostic of the window at its step, on the first agent it names."""
+        first = self.window.get("from", 1)
+        last = self.window.get("to", self.steps[-1]["step"] if self.steps else 0)
+        for diagnostic in self.doc.get("diagnostics", []):
+            if not first - 1 <= diagnostic.get("step", 0) <= last:
+                continue
+            named = [a for a in diagnostic.get("agents", []) if a in self.tids]
+            instant = {"name": diagnostic["kind"], "cat": "diagnostic", "ph": "i",
+                       "ts": _us(self.clock.at_step(diagnostic["step"], self.steps)),
+                       "pid": PID, "args": {k: v for k, v in diagnostic.items() if k != "kind"}}
+            if named:
+                instant.update(tid=self.tids[named[0]], s="t")
+            else:
+                instant["s"] = "p"
+            self.events.append(instant)
 
 
 def _metadata(doc: dict, tids: dict[str, int], lanes: dict[str, _Lanes]) -> list[dict]:
