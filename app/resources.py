@@ -5,7 +5,10 @@ The wheel carries the top-level `static/`, `templates/` and `traces/` folders in
 editable install (`pip install -e .`, what `make run` and `make test` use) leaves them at the top of
 the checkout: setuptools cannot map a folder without `__init__.py` into a package in editable mode
 (pypa/setuptools#4943), so the checkout is read from the install's own metadata (PEP 610
-`direct_url.json`), not guessed from `__file__`. Every module that needs these folders asks here.
+`direct_url.json`), not guessed from `__file__`. Run from a checkout with no install at all
+(`PYTHONPATH=. python -m ...` from its root, as on a GPU machine), the current folder serves when
+it is the checkout this very module was imported from. Every module that needs these folders
+asks here.
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ def editable_checkout() -> Path | None:
     return None
 
 
+def checkout_here() -> Path | None:
+    """The current folder, if it is the checkout this module was imported from."""
+    here = Path.cwd()
+    mine = here / "app" / "resources.py"
+    return here if mine.is_file() and mine.samefile(__file__) else None
+
+
 @cache
 def folder(name: str) -> Path:
     """The folder `name` (static, templates or traces) as a real path on disk.
@@ -53,12 +63,12 @@ def folder(name: str) -> Path:
     packaged = resources.files("app") / name
     if isinstance(packaged, Path) and packaged.is_dir():
         return packaged
-    checkout = editable_checkout()
-    if checkout is not None and (checkout / name).is_dir():
-        return checkout / name
+    for checkout in (editable_checkout(), checkout_here()):
+        if checkout is not None and (checkout / name).is_dir():
+            return checkout / name
     raise MissingResources(
         f"no {name}/ folder: install mbarrier-inspector from its wheel (`make dist`), or "
-        f"editable from a checkout (`pip install -e .`)")
+        f"editable from a checkout (`pip install -e .`), or run from the checkout's root")
 
 
 def static_dir() -> Path:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,3 +42,22 @@ def test_no_module_walks_up_from_its_file():
         str(path.relative_to(APP)) for path in APP.rglob("*.py")
         if WALKS_UP.search(path.read_text()))
     assert set(offenders) <= LEAD_TODO, offenders
+
+
+PROBE = ("import app.resources as r\n"
+         "try:\n    print(r.static_dir())\n"
+         "except r.MissingResources as exc:\n    print('missing:', exc)\n")
+
+
+def probe(cwd: Path) -> str:
+    """`python -S` (no site-packages, so no install) with the checkout on PYTHONPATH."""
+    checkout = APP.parent
+    result = subprocess.run([sys.executable, "-S", "-c", PROBE], cwd=cwd, capture_output=True,
+                            text=True, env={"PYTHONPATH": str(checkout)}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_an_uninstalled_checkout_serves_from_its_root(tmp_path):
+    assert probe(APP.parent) == str(APP.parent / "static")
+    assert probe(tmp_path).startswith("missing: no static/ folder")
