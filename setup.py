@@ -8,7 +8,7 @@ packages (setuptools warns about data in folders it does not know), and the pack
 here rather than with `[tool.setuptools.packages.find]`, which cannot add mapped folders.
 """
 
-from setuptools import find_namespace_packages, find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 ENGINE_DATA = ["*.json", "*.pipe", "*.lark", "*.md", "*.txt"]
 """Non-Python files of the engine's packages (schemas, pipelines, grammar, prelude, lessons)."""
@@ -28,7 +28,8 @@ templates, template_files = data_folder("app.templates", "templates", ["*"])
 traces, trace_files = data_folder("app.traces", "traces", ["*.json"], recursive=False)
 """The traces and their measurements, not the raw GPU logs under traces/raw/."""
 
-code = find_packages(include=["app", "app.*"])
+code = find_namespace_packages(include=["app", "app.*"], exclude=["*__pycache__*"])
+"""Namespace discovery, so that a data-only subfolder (app/lang/prelude/) ships its files too."""
 
 setup(
     packages=[*code, *static, *templates, *traces],
