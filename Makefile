@@ -1,21 +1,22 @@
 # make run: create .venv, install, serve on http://127.0.0.1:8000
 # make test: install the test extras (and Debian's chromium where missing), run every test
+# make dist: build the sdist and the wheel into dist/ (the wheel carries static/, templates/, traces/)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint bench capture chromium install install-test clean
+.PHONY: run test lint bench capture chromium install install-test dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
@@ -40,6 +41,11 @@ test: install-test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# The sdist, then the wheel built from it (as `pip install` of the sdist would); see README.
+dist: $(VENV)/.installed-test
+	rm -rf build dist
+	$(BIN)/python -m build --outdir dist .
+
 bench: install-test
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/check.py
@@ -52,4 +58,4 @@ capture:
 	PYTHONPATH=. $(PYTHON) -m app.capture.probes --out traces/probes.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache test-artifacts

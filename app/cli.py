@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--moves", default="", help="manual schedule: comma-separated movers")
     trace.add_argument("--summary", action="store_true", help="a readable step table instead")
     trace.add_argument("--no-snapshots", action="store_true", help="leave snapshots out")
+    trace.add_argument("--format", choices=("json", "perfetto"), default="json",
+                       help="perfetto: the Chrome Trace Event Format (docs/perfetto.md)")
 
     validate = sub.add_parser("validate", help="check a pipeline file and say what it declares")
     validate.add_argument("file", help="a pipeline file (.pipe)")
@@ -115,6 +117,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
     run = Run.complete(cfg, schedule, scenario.describe(cfg))
     if args.summary:
         print_summary(run)
+    elif args.format == "perfetto":
+        from app.export.perfetto import to_chrome_trace
+
+        document = run.document(snapshots=not args.no_snapshots)
+        json.dump(to_chrome_trace(document), sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
     else:
         json.dump(run.document(snapshots=not args.no_snapshots), sys.stdout,
                   separators=(",", ":"))

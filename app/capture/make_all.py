@@ -19,8 +19,8 @@ from .runner import CaptureConfig, bandwidth, capture
 
 log = logging.getLogger("mbarrier_inspector.capture")
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / "traces"
+TRACES = Path("traces")
+"""Where the traces are written: `make capture` runs from the checkout's root."""
 RAW = TRACES / "raw"
 
 SM_COUNT = 132

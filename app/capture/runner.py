@@ -156,9 +156,8 @@ def capture(cfg: CaptureConfig, timeout_s: float = 120.0, python: str | None = N
         out = Path(tmp) / "raw.json"
         cmd = [python or sys.executable, "-m", "app.capture.runner", "--child",
                json.dumps(cfg.as_dict()), str(out)]
-        root = Path(__file__).resolve().parents[2]
         try:
-            proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+            proc = subprocess.run(cmd, capture_output=True, text=True,
                                   timeout=timeout_s, check=False)
             returncode, stderr = proc.returncode, proc.stderr
         except subprocess.TimeoutExpired as exc:
@@ -181,8 +180,7 @@ def bandwidth(timeout_s: float = 300.0, python: str | None = None, **kwargs) -> 
         out = Path(tmp) / "bandwidth.json"
         cmd = [python or sys.executable, "-m", "app.capture.runner", "--bandwidth",
                json.dumps(kwargs), str(out)]
-        root = Path(__file__).resolve().parents[2]
-        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+        proc = subprocess.run(cmd, capture_output=True, text=True,
                               timeout=timeout_s, check=False)
         if not out.exists():
             raise RuntimeError(f"bandwidth run failed (exit {proc.returncode}): "

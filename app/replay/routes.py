@@ -12,8 +12,10 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from app.api.encode import compact_json, json_response
+from app.export.perfetto import to_chrome_trace
 from app.replay.conformance import check_trace
-from app.replay.store import TRACES_DIR, ReplayError, list_replays, load_bandwidth, load_replay
+from app.replay.store import ReplayError, list_replays, load_bandwidth, load_replay
+from app.resources import traces_dir
 
 router = APIRouter(prefix="/replays", tags=["replays"])
 
@@ -30,7 +32,7 @@ def _cached(replay_id: str, mtime_ns: int) -> dict:
 
 
 def _replay(replay_id: str) -> dict:
-    path = TRACES_DIR / f"{replay_id}.json"
+    path = traces_dir() / f"{replay_id}.json"
     try:
         mtime = path.stat().st_mtime_ns if path.is_file() else 0
         return _cached(replay_id, mtime)
@@ -46,7 +48,7 @@ def _catalogue(stamp: tuple) -> bytes:
 @router.get("")
 def get_replays() -> Response:
     """The catalogue: one entry per shipped GPU trace (id, scenario, status, device, lesson)."""
-    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(TRACES_DIR.glob("*.json")))
+    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(traces_dir().glob("*.json")))
     return json_response(_catalogue(stamp))
 
 
@@ -85,3 +87,12 @@ def get_conformance(replay_id: str) -> dict:
     report = check_trace(_replay(replay_id))
     return {**report.summary(), "divergences": report.divergences,
             "recorded_order_divergences": report.recorded_divergences}
+
+
+@router.get("/{replay_id}/perfetto")
+def get_replay_perfetto(replay_id: str) -> Response:
+    """The GPU trace in the Chrome Trace Event Format (docs/perfetto.md): steps at their
+    %globaltimer nanoseconds, what the log does not time flagged `reconstructed`."""
+    body = compact_json(to_chrome_trace(_replay(replay_id)))
+    return Response(body, media_type="application/json", headers={
+        "content-disposition": f'attachment; filename="{replay_id}.perfetto.json"'})

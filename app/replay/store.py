@@ -14,9 +14,9 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES_DIR = ROOT / "traces"
-SCHEMA_PATH = ROOT / "app" / "sim" / "trace_schema.json"
+from app.resources import traces_dir
+from app.sim import SCHEMA_PATH
+
 MAX_BYTES = 2 * 1024 * 1024
 """Largest trace file served (the shipped ones stay under 1 MB)."""
 
@@ -275,7 +275,7 @@ def list_replays(directory: Path | None = None) -> list[dict]:
     A file that fails validation is listed with its error instead of hiding it.
     """
     out = []
-    for path in _trace_files(directory or TRACES_DIR):
+    for path in _trace_files(directory or traces_dir()):
         try:
             doc = read_trace_file(path)
         except ReplayError as exc:
@@ -291,7 +291,7 @@ def load_replay(replay_id: str, directory: Path | None = None) -> dict:
     if not isinstance(replay_id, str) or not ID_PATTERN.match(replay_id) \
             or replay_id in NOT_TRACES:
         raise ReplayError("replay_id", f"{str(replay_id)[:40]!r} is not a replay id", 404)
-    path = (directory or TRACES_DIR) / f"{replay_id}.json"
+    path = (directory or traces_dir()) / f"{replay_id}.json"
     if not path.is_file():
         raise ReplayError("replay_id", f"no replay {replay_id!r}", 404)
     doc = read_trace_file(path)
@@ -302,7 +302,7 @@ def load_replay(replay_id: str, directory: Path | None = None) -> dict:
 
 def load_bandwidth(directory: Path | None = None) -> dict:
     """The shipped bandwidth measurements (traces/bandwidth.json)."""
-    path = (directory or TRACES_DIR) / "bandwidth.json"
+    path = (directory or traces_dir()) / "bandwidth.json"
     if not path.is_file():
         raise ReplayError("bandwidth", "no bandwidth measurements shipped", 404)
     doc = json.loads(path.read_text())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
@@ -18,12 +17,12 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app.core.config import settings
-from app.replay.store import NOT_TRACES, TRACES_DIR
+from app.replay.store import NOT_TRACES
+from app.resources import static_dir, templates_dir, traces_dir
 from app.scenarios import catalogue
 from app.scenarios import get as get_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
-templates = Jinja2Templates(directory=ROOT / "templates")
+templates = Jinja2Templates(directory=templates_dir())
 
 PANELS = ("agents", "barriers", "stages", "timeline", "diagnostics", "controls")
 """What an embed may show (`/embed/{id}?panels=barriers,timeline`); all by default."""
@@ -85,7 +84,7 @@ class PageHeaders:
 
 def install(app: FastAPI) -> None:
     """Mount /static and the page routes on `app`, with the CSP header on every page."""
-    app.mount("/static", StaticFiles(directory=ROOT / "static"), name="static")
+    app.mount("/static", StaticFiles(directory=static_dir()), name="static")
 
     app.add_middleware(PageHeaders)
 
@@ -125,7 +124,7 @@ def install(app: FastAPI) -> None:
     def replay_page(request: Request, replay_id: str) -> HTMLResponse:
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,120}", replay_id):
             raise HTTPException(404, "no such replay")
-        known = replay_id not in NOT_TRACES and (TRACES_DIR / f"{replay_id}.json").is_file()
+        known = replay_id not in NOT_TRACES and (traces_dir() / f"{replay_id}.json").is_file()
         scenarios = {s.id: s.as_dict() for s in catalogue().values()}
         return page(request, "replay.html", status_code=200 if known else 404,
                     replay_id=replay_id,

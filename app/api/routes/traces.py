@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.encode import json_response
+from app.api.encode import compact_json, json_response
 from app.api.runs import parse_schedule, runs, scenario_or_404
 from app.core.config import settings
+from app.export.perfetto import to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
 
 router = APIRouter(prefix="/traces", tags=["traces"])
@@ -60,3 +63,18 @@ def trace_window(run, first: int, last: int | None, snapshots: bool) -> dict:
                                f"({'with' if snapshots else 'without'} snapshots); "
                                f"asked for {last - first + 1}")
     return run.document(first, last, snapshots)
+
+
+def get_trace_perfetto(**query) -> Response:
+    """The same run and window as `GET /traces/{scenario_id}`, from the same query (and with the
+    same 422s naming the field), in the Chrome Trace Event Format that ui.perfetto.dev opens
+    (docs/perfetto.md)."""
+    doc = json.loads(get_trace(**query).body)
+    return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
+                    headers={"content-disposition":
+                             f'attachment; filename="{doc["scenario"]["id"]}.perfetto.json"'})
+
+
+# FastAPI reads the query from this signature: exactly `get_trace`'s, whatever it becomes.
+get_trace_perfetto.__signature__ = inspect.signature(get_trace)
+router.get("/{scenario_id}/perfetto")(get_trace_perfetto)

@@ -1,0 +1,1 @@
+"""Traces converted to other tools' formats (pure functions from a trace document; no web code)."""
