@@ -21,6 +21,7 @@ from app.core.config import settings
 from app.replay.store import NOT_TRACES, TRACES_DIR
 from app.scenarios import catalogue
 from app.scenarios import get as get_scenario
+from app.web import learning
 
 ROOT = Path(__file__).resolve().parents[2]
 templates = Jinja2Templates(directory=ROOT / "templates")
@@ -130,3 +131,5 @@ def install(app: FastAPI) -> None:
         return page(request, "replay.html", status_code=200 if known else 404,
                     replay_id=replay_id,
                     boot={"page": "replay", "replay": replay_id, "scenarios": scenarios})
+
+    learning.install(app, page, ROOT / "static", templates)

@@ -5,7 +5,8 @@ import {setAttr, setText} from "./dom.js";
 
 const TYPING = new Set(["INPUT", "SELECT", "TEXTAREA"]);
 
-export function bindControls(bar, player) {
+/** `overrides.step` replaces the player's step (prediction mode asks before stepping). */
+export function bindControls(bar, player, overrides = {}) {
   const q = (selector) => bar.querySelector(selector);
   const scrubber = q('[data-control="scrubber"]');
   const speed = q('[data-control="speed"]');
@@ -13,7 +14,7 @@ export function bindControls(bar, player) {
   const play = q('[data-action="play"]');
   const pill = q(".status-pill");
   const actions = {
-    reset: () => player.home(), back: () => player.back(), step: () => player.step(),
+    reset: () => player.home(), back: () => player.back(), step: overrides.step || (() => player.step()),
     play: () => player.toggle(), end: () => player.end(),
   };
   bar.addEventListener("click", (event) => {
@@ -23,19 +24,7 @@ export function bindControls(bar, player) {
   scrubber.addEventListener("input", () => player.seek(Number(scrubber.value)));
   speed.addEventListener("change", () => player.setSpeed(Number(speed.value)));
 
-  const onKey = (event) => {
-    if (event.altKey || event.ctrlKey || event.metaKey) return;
-    const target = event.target;
-    if (TYPING.has(target.tagName) && !(target === scrubber && event.key === " ")) return;
-    if ((event.key === " " || event.key === "Enter") && (target.tagName === "BUTTON" || target.tagName === "A")) return;
-    const keys = {ArrowRight: actions.step, ArrowLeft: actions.back, " ": actions.play,
-                  Home: actions.reset, End: actions.end};
-    const action = keys[event.key];
-    if (!action) return;
-    event.preventDefault();
-    action();
-  };
-  document.addEventListener("keydown", onKey);
+  const keys = bindKeys(actions, scrubber);
 
   return {
     update(frame) {
@@ -66,8 +55,27 @@ export function bindControls(bar, player) {
       setAttr(pill, "data-status", state);
       setText(pill.querySelector(".text"), atEnd ? `${frame.status.replace("_", " ")}` : frame.playing ? "playing" : "running");
     },
-    detach() { document.removeEventListener("keydown", onKey); },
+    detach() { keys.detach(); },
   };
+}
+
+/** The keyboard without a transport bar (an embed showing no controls panel): Right = step,
+ *  Left = back, Space = play/pause, Home, End. */
+export function bindKeys(actions, scrubber = null) {
+  const onKey = (event) => {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    const target = event.target;
+    if (TYPING.has(target.tagName) && !(target === scrubber && event.key === " ")) return;
+    if ((event.key === " " || event.key === "Enter") && (target.tagName === "BUTTON" || target.tagName === "A")) return;
+    const keys = {ArrowRight: actions.step, ArrowLeft: actions.back, " ": actions.play,
+                  Home: actions.reset, End: actions.end};
+    const action = keys[event.key];
+    if (!action) return;
+    event.preventDefault();
+    action();
+  };
+  document.addEventListener("keydown", onKey);
+  return {detach() { document.removeEventListener("keydown", onKey); }};
 }
 
 /** A short message in the toolbar's live region (copied, refused, ...). */
