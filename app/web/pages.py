@@ -48,7 +48,9 @@ def script_json(value) -> str:
 def features(app: FastAPI) -> dict:
     """Which optional subsystems this server answers (the UI hides what is missing)."""
     paths = app.openapi().get("paths", {})
-    return {"check": "/api/v1/check" in paths, "replays": "/api/v1/replays" in paths}
+    return {"check": "/api/v1/check" in paths, "replays": "/api/v1/replays" in paths,
+            "perfetto": "/api/v1/traces/{scenario_id}/perfetto" in paths,
+            "replay_perfetto": "/api/v1/replays/{replay_id}/perfetto" in paths}
 
 
 def scenario_or_404(scenario_id: str):

@@ -96,7 +96,7 @@ export class CalloutCaption {
     this.root = root;
     this.onSeek = onSeek;
     this.callouts = [];
-    this.shown = null;
+    this.shown = undefined;
     this.token = 0;
     this.body = h("div", {class: "callout-body"});
     this.where = h("span", {class: "callout-where"});
@@ -108,7 +108,7 @@ export class CalloutCaption {
 
   set(callouts) {
     this.callouts = callouts || [];
-    this.shown = null;
+    this.shown = undefined;
     this.root.hidden = !this.callouts.length;
     if (this.step !== undefined) this.update(this.step);
   }
