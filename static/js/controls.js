@@ -51,9 +51,12 @@ export function bindControls(bar, player, overrides = {}) {
       const atEnd = frame.step >= total;
       q('[data-action="end"]').disabled = atEnd;
       q('[data-action="step"]').disabled = atEnd && frame.status !== "running";
-      const state = atEnd ? frame.status : "running";
+      // A run that finished with diagnostics is not a green "done".
+      const flawed = atEnd && frame.status === "done" && frame.diagnostics > 0;
+      const state = !atEnd ? "running" : flawed ? "done_with_diagnostics" : frame.status;
       setAttr(pill, "data-status", state);
-      setText(pill.querySelector(".text"), atEnd ? `${frame.status.replace("_", " ")}` : frame.playing ? "playing" : "running");
+      setText(pill.querySelector(".text"), !atEnd ? (frame.playing ? "playing" : "running")
+        : flawed ? `done, ${frame.diagnostics} diagnostic${frame.diagnostics === 1 ? "" : "s"}` : `${frame.status.replace("_", " ")}`);
     },
     detach() { keys.detach(); },
   };

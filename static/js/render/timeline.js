@@ -11,7 +11,9 @@ const AXIS = 22;
 const MARKER_LIMIT = 3000;
 
 function geometry(model, width) {
-  const gutter = width < 520 ? 100 : 138;
+  // Wide enough for the longest barrier name (11.5 px monospace: about 7 px a character).
+  const longest = Math.max(0, ...model.rows.map((row) => row.name.length));
+  const gutter = Math.min(Math.floor(width * 0.4), Math.max(width < 520 ? 100 : 138, 6 + longest * 7 + 26));
   const inner = Math.max(40, width - gutter - 14);
   const total = Math.max(1, model.scaleTotal || model.shown || model.total);
   let x;
@@ -107,13 +109,17 @@ function build(root, model, ctx) {
     }
   });
   const axisY = g.height - AXIS + 14;
-  for (const [x, text] of ticks(model, g)) {
+  const all = ticks(model, g);
+  all.forEach(([x, text], i) => {
     root_.append(svg("line", {x1: x, x2: x, y1: g.height - AXIS, y2: g.height - AXIS + 4, class: "tick"}));
-    root_.append(svg("text", {x, y: axisY, class: "tick-label"}, text));
-  }
+    // The last label ends at its tick, so it is never clipped by the right edge.
+    const last = i === all.length - 1 && x + text.length * 3.5 > width - 2;
+    root_.append(svg("text", {x, y: axisY, class: last ? "tick-label end" : "tick-label"}, text));
+  });
   root_.append(svg("text", {x: 6, y: axisY, class: "lane-label"}, model.times ? "GPU time" : "step"));
+  // The label sits on the axis row, beside the rule, clear of the diagnostic markers on top.
   const divergence = svg("g", {class: "divergence-mark", visibility: "hidden"},
-    svg("line", {y1: 2, y2: g.height - AXIS}), svg("text", {y: TOP - 6}, "first divergence"));
+    svg("line", {y1: TOP - 4, y2: g.height - AXIS}), svg("text", {y: TOP + 11, x: 4}, "first divergence"));
   const cursor = svg("g", {class: "cursor"}, svg("line", {y1: TOP - 6, y2: g.height - AXIS}),
     svg("rect", {y: g.height - AXIS, height: 16, width: 44, rx: 4}), svg("text", {y: g.height - AXIS + 12}));
   root_.append(divergence, cursor);
