@@ -57,6 +57,7 @@ async function replay(next) {
       errorBox.textContent = "This server's barrier API does not take state tokens yet (test_wait, try_wait, " +
         "pending_count and \"keep token as\" need them): the op was not added. The parity ops work.";
       lab.dataset.tokens = "unsupported";
+      draw();
     } else {
       errorBox.textContent = err.status === 422
         ? `Refused: ${err.field ? `${err.field}: ` : ""}${err.message}`
@@ -166,7 +167,7 @@ function draw() {
       : `phase ${s.phase}, parity ${s.parity}, ${s.pending_arrivals}/${s.expected_arrivals} pending, tx ${s.tx_count}` +
         (s.wait_complete === true ? ", wait → true" : s.wait_complete === false ? ", wait → false" : "") +
         (s.phase_completed ? ", phase completed" : "");
-    return h("li", {class: s && s.undefined_behavior ? "ub" : "", dataset: {op: op.op}}, h("code", {}, opText(op)), ` → ${note}`);
+    return h("li", {class: s && s.undefined_behavior ? "ub" : "", dataset: {historyOp: op.op}}, h("code", {}, opText(op)), ` → ${note}`);
   }));
   lab.querySelector('[data-action="undo"]').disabled = !ops.length;
 }

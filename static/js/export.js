@@ -44,7 +44,7 @@ async function main() {
   const draw = (frame) => {
     view.update({...frame, ...frameAt(frame.step)});
     caption.update(frame.step);
-    if (controls) controls.update(frame);
+    if (controls) controls.update({...frame, diagnostics: doc.diagnostics.length});
   };
   player.on("frame", draw);
   draw(player.frame);
