@@ -330,11 +330,21 @@ function showCheck(box, result) {
       h("button", {type: "button", onclick: () => loadCounterexample(v.trace, failing)},
         "Load this counterexample"));
   });
-  box.replaceChildren(
+  const limits = {max_states: `the state limit (${((result.limits || {}).max_states || 0).toLocaleString("en-US")} states)`,
+                  timeout: `the time limit (${(result.limits || {}).timeout_s} s)`,
+                  timeout_s: `the time limit (${(result.limits || {}).timeout_s} s)`,
+                  memory: "the memory limit"};
+  const stopped = result.verdict === "inconclusive" && result.stopped_by
+    ? h("p", {class: "stopped-by", dataset: {stoppedBy: result.stopped_by}},
+      `Stopped by ${limits[result.stopped_by] || result.stopped_by}: every schedule of at most ${result.depth} steps was checked, longer ones were not.`)
+    : null;
+  // replaceChildren() would print a null child as the text "null".
+  box.replaceChildren(...[
     h("p", {class: `verdict verdict-${result.verdict}`, dataset: {verdict: result.verdict}},
       h("b", {}, verdicts[result.verdict] || result.verdict),
       ` — ${result.states_explored.toLocaleString("en-US")} states in ${result.elapsed_s.toFixed(2)} s`),
-    items.length ? h("ul", {class: "violations"}, items) : null);
+    stopped,
+    items.length ? h("ul", {class: "violations"}, items) : null].filter(Boolean));
 }
 
 function loadCounterexample(trace, step) {
