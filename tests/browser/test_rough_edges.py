@@ -346,3 +346,14 @@ def test_page_weights_stay_under_the_budget(page, base_url):
             assert any("markdown-it" in url for url in sizes), sizes
         assert all(url.startswith(base_url) for url in sizes)
         assert sum(sizes.values()) < budget, (path, sum(sizes.values()), json.dumps(sizes))
+
+
+def test_15_missing_proxy_fence_shows_the_bytes_in_doubt(page):
+    open_inspector(page, "/scenarios/proxy_fence_store?bugs=missing_proxy_fence&step=4", 4)
+    cell = page.locator('[data-stage="smem[0]"] .chunk[data-chunk="0"]')
+    expect(cell).to_have_class(re.compile("stale-risk"))
+    expect(cell).to_have_text("t0?")
+    expect(cell).to_have_attribute("title", re.compile("may read the old bytes"))
+    shot(page, "proxy-fence-missing-stale-bytes", full_page=False)
+    open_inspector(page, "/scenarios/proxy_fence_store?step=5", 5)
+    expect(page.locator(".chunk.stale-risk")).to_have_count(0)
