@@ -31,7 +31,9 @@ export function eventText(event) {
     case "tmem_read": return `read the accumulator (${event.mma_done} of ${event.mma_needed} MMAs done)`;
     case "register": {
       const v = event.value || {};
-      return `pipe_state is now ${Object.entries(v).map(([k, x]) => `${k} ${x}`).join(", ")}`;
+      // One vocabulary: an agent's `phase` is its phase register (the parity it waits for next).
+      const name = (k) => (k === "phase" ? "phase register" : k);
+      return `pipe_state is now ${Object.entries(v).map(([k, x]) => `${name(k)} ${x}`).join(", ")}`;
     }
     default: return event.kind;
   }

@@ -26,7 +26,7 @@ def contrast(page, selector: str) -> list[float]:
       const background = (e) => {  // the first opaque background up the tree
         for (let n = e; n; n = n.parentElement) {
           const c = getComputedStyle(n).backgroundColor;
-          if (!/rgba\(.*,\s*0\)$/.test(c) && c !== "transparent") return c;
+          if (!/rgba\\(.*,\\s*0\\)$/.test(c) && c !== "transparent") return c;
         }
         return "rgb(255, 255, 255)";
       };
@@ -166,6 +166,9 @@ def test_09_replay_shows_conformance_and_its_timeline_is_not_clipped(page):
     expect(note).to_have_attribute("data-conformance", "passes")
     expect(note).to_contain_text("Matches the barrier model")
     expect(note).not_to_contain_text("First divergence")
+    json_link = page.locator('#replay-downloads [data-download="json"]')
+    expect(json_link).to_have_attribute("href", "/api/v1/replays/double_buffer_tma_2stage")
+    expect(page.locator('#replay-downloads [data-download="svg"]')).to_be_visible()
     expect(page.locator(".divergence-mark[visibility=visible]")).to_have_count(0)
     for run in ("left", "right"):
         svg = page.locator(f'[data-run="{run}"] .timeline svg')
@@ -241,6 +244,8 @@ def test_14_toggles_lesson_legend_and_words(page):
     expect(page.locator('[data-legend="timeline"]')).to_contain_text("a wait returned")
     expect(page.locator('[data-legend="agents"]')).to_contain_text("the line it runs next")
     expect(page.locator('[data-legend="agents"]')).to_contain_text("the line that just ran")
+    page.goto("/scenarios/double_buffer_tma?step=5")
+    expect(page.locator('[data-run="main"] .now-line')).to_contain_text("phase register 1")
 
 
 def test_15_quiet_steps_are_narrated_and_the_missing_commit_says_nothing_arrives(page):
@@ -354,6 +359,7 @@ def test_15_missing_proxy_fence_shows_the_bytes_in_doubt(page):
     expect(cell).to_have_class(re.compile("stale-risk"))
     expect(cell).to_have_text("t0?")
     expect(cell).to_have_attribute("title", re.compile("may read the old bytes"))
+    expect(page.locator("[data-callout]")).to_contain_text("may read the old bytes")
     shot(page, "proxy-fence-missing-stale-bytes", full_page=False)
     open_inspector(page, "/scenarios/proxy_fence_store?step=5", 5)
     expect(page.locator(".chunk.stale-risk")).to_have_count(0)
