@@ -363,3 +363,23 @@ def test_15_missing_proxy_fence_shows_the_bytes_in_doubt(page):
     shot(page, "proxy-fence-missing-stale-bytes", full_page=False)
     open_inspector(page, "/scenarios/proxy_fence_store?step=5", 5)
     expect(page.locator(".chunk.stale-risk")).to_have_count(0)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_learning_panels_text_reaches_4_5_to_1(browser, base_url, scheme):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=base_url,
+                                  color_scheme=scheme)
+    page = context.new_page()
+    page.goto("/barrier#ops=" + '[{"op":"init","count":1},{"op":"arrive","count":2}]')
+    expect(page.locator("p[data-ub]")).to_be_visible()
+    assert min(contrast(page, ".ub-stop, .ub-stop b, .history li")) >= 4.5
+    open_inspector(page, "/scenarios/single_barrier?predict=1&step=1", 1)
+    page.locator('input[value="expect_tx_long"]').check()
+    page.keyboard.press("Escape")
+    page.locator('[data-action="step"]').click()
+    page.locator('[data-choice="1"]').click()
+    expect(page.locator("[data-predict-result]")).to_be_visible()
+    ratios = contrast(page, "[data-unapplied], .predict-result, .predict-result b, .predict-q, "
+                            ".callout-body, .callout-where, .choice")
+    assert min(ratios) >= 4.5, ratios
+    context.close()
