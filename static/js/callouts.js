@@ -92,9 +92,10 @@ export function toursOf(lesson) {
 
 /** The caption: the latest callout at or before the cursor, with "next callout" navigation. */
 export class CalloutCaption {
-  constructor(root, {onSeek = () => {}} = {}) {
+  constructor(root, {onSeek = () => {}, onSet = () => {}} = {}) {
     this.root = root;
     this.onSeek = onSeek;
+    this.onSet = onSet;
     this.callouts = [];
     this.shown = undefined;
     this.token = 0;
@@ -108,6 +109,7 @@ export class CalloutCaption {
 
   set(callouts) {
     this.callouts = callouts || [];
+    this.onSet(this.callouts);
     this.shown = undefined;
     this.root.hidden = !this.callouts.length;
     if (this.step !== undefined) this.update(this.step);

@@ -25,7 +25,8 @@ async function main() {
   view.setLayout(makeLayout(doc.layout, doc.scenario));
   view.setDiagnostics(doc.diagnostics);
   view.setTimeline(timelineOf(doc));
-  const caption = new CalloutCaption(root.querySelector("[data-callout]"), {onSeek: (s) => player.seek(s)});
+  const caption = new CalloutCaption(root.querySelector("[data-callout]"), {
+    onSeek: (s) => player.seek(s), onSet: (list) => view.setCallouts(list.map((c) => c.step))});
   const config = {bugs: doc.scenario.bugs, params: {}, schedule: doc.scenario.schedule.kind};
   const defaults = boot.scenario.parameters;
   for (const [name, value] of Object.entries(doc.scenario.params)) {

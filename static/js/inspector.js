@@ -37,7 +37,10 @@ const view = new RunView(root.querySelector('[data-run="main"]'), {
   onSeek: (step) => player && player.seek(step),
   onMove: (agent) => player && player.step(agent),
 });
-const caption = new CalloutCaption(root.querySelector("[data-callout]"), {onSeek: (step) => player && player.seek(step)});
+const caption = new CalloutCaption(root.querySelector("[data-callout]"), {
+  onSeek: (step) => player && player.seek(step),
+  onSet: (list) => view.setCallouts(list.map((c) => c.step)),
+});
 const predictor = new Predictor(root.querySelector("[data-predict-panel]"), {
   toggle: root.querySelector("[data-predict-toggle]"),
   scoreNode: root.querySelector("[data-predict-score]"),

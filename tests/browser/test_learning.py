@@ -78,6 +78,9 @@ def test_callouts_of_the_guided_tour_follow_the_step(page):
     expect(callout).to_contain_text("look at the byte bar")
     expect(callout.locator("strong").first).to_contain_text("The wait returned")  # Markdown
     assert int(card(page, "bar").get_attribute("data-tx-count")) > 0
+    marks = page.locator('[data-run="main"] [data-callout-mark]')
+    expect(marks).to_have_count(4)  # the forget_phase_toggle tour flags its 4 notes
+    assert marks.evaluate_all("els => els.map(e => +e.dataset.calloutMark)") == [10, 14, 16, 19]
     shot(page, "callout-step-14")
     callout.get_by_role("button", name=re.compile("next note")).click()
     expect_step(page, 16)
