@@ -3,7 +3,7 @@
 // callouts and prediction mode as the embed. No network at all.
 
 import {CalloutCaption, calloutsFor} from "./callouts.js";
-import {bindControls} from "./controls.js";
+import {bindControls, bindKeys} from "./controls.js";
 import {makeLayout, timelineOf} from "./layout.js";
 import {LocalPlayer, docFrame} from "./player.js";
 import {Predictor} from "./predict.js";
@@ -41,7 +41,12 @@ async function main() {
     advance: () => player.step(),
   });
   const transport = root.querySelector("#transport");
-  const controls = transport ? bindControls(transport, player, {step: () => predictor.step(player.frame)}) : null;
+  const step = () => predictor.step(player.frame);
+  const controls = transport ? bindControls(transport, player, {step}) : null;
+  if (!transport) {
+    bindKeys({step, back: () => player.back(), play: () => player.toggle(), reset: () => player.home(),
+              end: () => player.end()});
+  }
   const draw = (frame) => {
     view.update({...frame, ...frameAt(frame.step)});
     caption.update(frame.step);

@@ -147,6 +147,12 @@ async function load(next, {push = false} = {}) {
       delete params[err.field];
       return load({...next, params});
     }
+    if (!player && ["bugs", "schedule", "seed"].includes(err.field)) {
+      const fallback = err.field === "bugs" ? {bugs: []} : {schedule: "round_robin", seed: 0, moves: []};
+      problems.push(`${err.field}: ${err.message}; ${err.field === "bugs" ? "no bug toggles" : "a round-robin schedule"} instead`);
+      showProblems();
+      return load({...next, ...fallback});
+    }
     showFormError(err);
     return;
   }

@@ -176,6 +176,15 @@ def test_exported_lesson_opens_from_file_with_the_network_off(browser, base_url)
     page.locator('[data-action="play"]').click()
     expect(page.locator(".counter")).to_have_attribute("data-step", "28")
     expect(page.locator(".status-pill")).to_have_attribute("data-status", "done_with_diagnostics")
+    # Without the controls panel the keys still step (and no [data-step] counter is drawn).
+    bare, _ = export_file(base_url, "single_barrier?panels=barriers,timeline&step=2",
+                          "lesson-bare.html")
+    page.goto(bare.as_uri())
+    expect(page.locator("#inspector")).to_have_attribute("data-ready", "true")
+    expect(page.locator(".now-line")).to_contain_text("Step 2 ")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator(".now-line")).to_contain_text("Step 3 ")
+    expect(page.locator('[data-panel="agents"]')).to_have_count(0)
     assert all(url.startswith(("file:", "blob:", "data:")) for url in requests), requests
     assert errors == []
     context.close()

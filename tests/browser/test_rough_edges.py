@@ -108,6 +108,10 @@ def test_05_bad_permalink_says_what_was_wrong_and_keeps_the_rest(page):
     expect(page.locator('input[name="tiles"]')).to_have_value("5")
     expect(page.locator('input[value="forget_phase_toggle"]')).to_be_checked()
     shot(page, "bad-permalink", full_page=False)
+    page.goto("/scenarios/single_barrier?bugs=expect_tx_short,expect_tx_long&step=3")
+    expect(page.locator("#permalink-notice")).to_contain_text("exclude each other")
+    expect_step(page, 3)
+    expect(page.locator('input[name="bugs"]:checked')).to_have_count(0)
 
 
 def test_06_loading_a_counterexample_sets_the_schedule_to_manual(page):
