@@ -32,7 +32,7 @@ async function main() {
   for (const [name, value] of Object.entries(doc.scenario.params)) {
     if (defaults[name] && defaults[name].default !== value) config.params[name] = value;
   }
-  caption.set(calloutsFor(boot.lesson, config));
+  caption.set(calloutsFor(boot.lesson, config, {anyRun: Boolean(boot.lesson && boot.lesson.any_run)}));
   const frameAt = (step) => ({...docFrame(doc, step), ready: []});
   const predictor = new Predictor(root.querySelector("[data-predict-panel]"), {
     toggle: root.querySelector("[data-predict-toggle]"),

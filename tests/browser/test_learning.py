@@ -206,15 +206,15 @@ def test_exported_500_step_lesson_is_under_1_mb(base_url):
 
 def test_exported_callouts_with_hostile_markdown_run_nothing(browser, base_url):
     """The export's own CSP allows inline script (its loader is inline), so the renderer alone
-    must keep instructor text from running: put hostile callouts in an exported file."""
-    path, response = export_file(base_url, "single_barrier", "lesson-hostile.html")
-    html = response.text
-    boot = json.loads(re.search(r'id="boot">(.*?)</script>', html, re.S).group(1))
-    boot["lesson"] = {"callouts": EVIL}
-    text = json.dumps(boot).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    html = re.sub(r'(id="boot">)(.*?)(</script>)', lambda m: m.group(1) + text + m.group(3), html,
-                  count=1, flags=re.S)
-    path.write_text(html)
+    must keep instructor text from running: POST /export with hostile callouts."""
+    response = httpx.post(f"{base_url}/export", timeout=30, json={
+        "scenario": "single_barrier", "params": {"tiles": 2}, "callouts": EVIL})
+    assert response.status_code == 200, response.text
+    path = ARTIFACTS / "lesson-hostile.html"
+    path.write_bytes(response.content)
+    assert httpx.post(f"{base_url}/export", json={"scenario": "single_barrier",
+                                                  "callouts": [{"step": -1, "text": ""}]}
+                      ).status_code == 422
     dialogs = []
     context, page, _, errors = offline_page(browser, dialogs)
     page.goto(path.as_uri())
