@@ -387,3 +387,54 @@ def test_learning_panels_text_reaches_4_5_to_1(browser, base_url, scheme):
                             ".callout-body, .callout-where, .choice")
     assert min(ratios) >= 4.5, ratios
     context.close()
+
+
+LOW_CONTRAST = r"""() => {
+  const rgba = (s) => {
+    const m = s.match(/[\d.]+/g).map(Number);
+    const scale = s.startsWith("color(") ? 255 : 1;  // color(srgb r g b / a): 0..1 channels
+    return [m[0] * scale, m[1] * scale, m[2] * scale, m.length > 3 ? m[3] : 1];
+  };
+  const lum = ([r, g, b]) => [r, g, b].map(c => { c /= 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; })
+    .reduce((a, c, i) => a + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = (e) => {
+    for (let n = e; n; n = n.parentElement) {
+      const c = rgba(getComputedStyle(n).backgroundColor);
+      if (c[3] > 0.5) return c;
+    }
+    return rgba(getComputedStyle(document.body).backgroundColor);
+  };
+  const low = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const seen = new Set();
+  while (walker.nextNode()) {
+    const e = walker.currentNode.parentElement;
+    if (!walker.currentNode.textContent.trim() || seen.has(e)) continue;
+    seen.add(e);
+    if (!e.offsetParent || e.closest("svg, :disabled, [aria-hidden=true], .skip")) continue;
+    const s = getComputedStyle(e);
+    if (s.visibility === "hidden") continue;
+    const a = lum(rgba(s.color)), b = lum(background(e));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    const text = e.textContent.trim().slice(0, 30);
+    if (ratio < 4.5) low.push(`${ratio.toFixed(2)} ${e.tagName}.${e.className}: ${text}`);
+  }
+  return low;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_11_every_text_reaches_4_5_to_1(browser, base_url, scheme):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=base_url,
+                                  color_scheme=scheme)
+    page = context.new_page()
+    for path in ("/scenarios/single_barrier?bugs=forget_phase_toggle&step=16",
+                 "/scenarios/kloop_tma_mma?bugs=missing_mma_commit&step=24",
+                 "/compare/double_buffer_tma?bugs=forget_phase_toggle&step=54",
+                 "/replays/double_buffer_tma_2stage", "/", "/barrier"):
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(300)
+        assert page.evaluate(LOW_CONTRAST) == [], (scheme, path)
+    context.close()
