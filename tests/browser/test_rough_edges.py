@@ -294,6 +294,7 @@ def test_17_seven_toggles_leave_no_blank_block_and_long_names_fit(page):
 def test_18_skip_links_name_their_target(page):
     page.goto("/")
     expect(page.locator("a.skip")).to_have_text("Skip to the scenarios")
+    expect(page.locator("[data-start-here]")).to_have_attribute("href", "/barrier")
     page.goto("/scenarios/single_barrier")
     expect(page.locator("a.skip")).to_have_text("Skip to the inspector")
 
