@@ -21,6 +21,7 @@ from app.replay.store import NOT_TRACES
 from app.resources import static_dir, templates_dir, traces_dir
 from app.scenarios import catalogue
 from app.scenarios import get as get_scenario
+from app.web import learning
 
 templates = Jinja2Templates(directory=templates_dir())
 
@@ -46,7 +47,9 @@ def script_json(value) -> str:
 def features(app: FastAPI) -> dict:
     """Which optional subsystems this server answers (the UI hides what is missing)."""
     paths = app.openapi().get("paths", {})
-    return {"check": "/api/v1/check" in paths, "replays": "/api/v1/replays" in paths}
+    return {"check": "/api/v1/check" in paths, "replays": "/api/v1/replays" in paths,
+            "perfetto": "/api/v1/traces/{scenario_id}/perfetto" in paths,
+            "replay_perfetto": "/api/v1/replays/{replay_id}/perfetto" in paths}
 
 
 def scenario_or_404(scenario_id: str):
@@ -129,3 +132,5 @@ def install(app: FastAPI) -> None:
         return page(request, "replay.html", status_code=200 if known else 404,
                     replay_id=replay_id,
                     boot={"page": "replay", "replay": replay_id, "scenarios": scenarios})
+
+    learning.install(app, page, ROOT / "static", templates)

@@ -5,7 +5,8 @@ import {setAttr, setText} from "./dom.js";
 
 const TYPING = new Set(["INPUT", "SELECT", "TEXTAREA"]);
 
-export function bindControls(bar, player) {
+/** `overrides.step` replaces the player's step (prediction mode asks before stepping). */
+export function bindControls(bar, player, overrides = {}) {
   const q = (selector) => bar.querySelector(selector);
   const scrubber = q('[data-control="scrubber"]');
   const speed = q('[data-control="speed"]');
@@ -13,7 +14,7 @@ export function bindControls(bar, player) {
   const play = q('[data-action="play"]');
   const pill = q(".status-pill");
   const actions = {
-    reset: () => player.home(), back: () => player.back(), step: () => player.step(),
+    reset: () => player.home(), back: () => player.back(), step: overrides.step || (() => player.step()),
     play: () => player.toggle(), end: () => player.end(),
   };
   bar.addEventListener("click", (event) => {
@@ -23,19 +24,7 @@ export function bindControls(bar, player) {
   scrubber.addEventListener("input", () => player.seek(Number(scrubber.value)));
   speed.addEventListener("change", () => player.setSpeed(Number(speed.value)));
 
-  const onKey = (event) => {
-    if (event.altKey || event.ctrlKey || event.metaKey) return;
-    const target = event.target;
-    if (TYPING.has(target.tagName) && !(target === scrubber && event.key === " ")) return;
-    if ((event.key === " " || event.key === "Enter") && (target.tagName === "BUTTON" || target.tagName === "A")) return;
-    const keys = {ArrowRight: actions.step, ArrowLeft: actions.back, " ": actions.play,
-                  Home: actions.reset, End: actions.end};
-    const action = keys[event.key];
-    if (!action) return;
-    event.preventDefault();
-    action();
-  };
-  document.addEventListener("keydown", onKey);
+  const keys = bindKeys(actions, scrubber);
 
   return {
     update(frame) {
@@ -62,12 +51,34 @@ export function bindControls(bar, player) {
       const atEnd = frame.step >= total;
       q('[data-action="end"]').disabled = atEnd;
       q('[data-action="step"]').disabled = atEnd && frame.status !== "running";
-      const state = atEnd ? frame.status : "running";
+      // A run that finished with diagnostics is not a green "done".
+      const flawed = atEnd && frame.status === "done" && frame.diagnostics > 0;
+      const state = !atEnd ? "running" : flawed ? "done_with_diagnostics" : frame.status;
       setAttr(pill, "data-status", state);
-      setText(pill.querySelector(".text"), atEnd ? `${frame.status.replace("_", " ")}` : frame.playing ? "playing" : "running");
+      setText(pill.querySelector(".text"), !atEnd ? (frame.playing ? "playing" : "running")
+        : flawed ? `done, ${frame.diagnostics} diagnostic${frame.diagnostics === 1 ? "" : "s"}` : `${frame.status.replace("_", " ")}`);
     },
-    detach() { document.removeEventListener("keydown", onKey); },
+    detach() { keys.detach(); },
   };
+}
+
+/** The keyboard without a transport bar (an embed showing no controls panel): Right = step,
+ *  Left = back, Space = play/pause, Home, End. */
+export function bindKeys(actions, scrubber = null) {
+  const onKey = (event) => {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    const target = event.target;
+    if (TYPING.has(target.tagName) && !(target === scrubber && event.key === " ")) return;
+    if ((event.key === " " || event.key === "Enter") && (target.tagName === "BUTTON" || target.tagName === "A")) return;
+    const keys = {ArrowRight: actions.step, ArrowLeft: actions.back, " ": actions.play,
+                  Home: actions.reset, End: actions.end};
+    const action = keys[event.key];
+    if (!action) return;
+    event.preventDefault();
+    action();
+  };
+  document.addEventListener("keydown", onKey);
+  return {detach() { document.removeEventListener("keydown", onKey); }};
 }
 
 /** A short message in the toolbar's live region (copied, refused, ...). */

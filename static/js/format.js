@@ -31,7 +31,9 @@ export function eventText(event) {
     case "tmem_read": return `read the accumulator (${event.mma_done} of ${event.mma_needed} MMAs done)`;
     case "register": {
       const v = event.value || {};
-      return `pipe_state is now ${Object.entries(v).map(([k, x]) => `${k} ${x}`).join(", ")}`;
+      // One vocabulary: an agent's `phase` is its phase register (the parity it waits for next).
+      const name = (k) => (k === "phase" ? "phase register" : k);
+      return `pipe_state is now ${Object.entries(v).map(([k, x]) => `${name(k)} ${x}`).join(", ")}`;
     }
     default: return event.kind;
   }
@@ -41,7 +43,20 @@ export function eventText(event) {
 export function stepText(record) {
   if (!record) return {who: "", what: "The initial state. Step (→) runs the first move.", events: []};
   const who = record.agent === "tma" ? "TMA engine" : record.agent === "tensor_core" ? "tensor core" : record.agent;
-  return {who, what: record.op, events: record.events.map(eventText)};
+  const events = record.events.map(eventText);
+  if (!events.length) events.push(quietStepText(record));
+  return {who, what: record.op, events};
+}
+
+/** A step that changed no barrier, stage or register still gets a sentence. */
+function quietStepText(record) {
+  const o = record.operands || {};
+  if (record.op.startsWith("tcgen05.commit")) {
+    return o.barrier ? `queued on the tensor core: it arrives on ${o.barrier} once every earlier MMA of this thread has finished`
+      : "queued on the tensor core, routed to no barrier: nothing will arrive anywhere";
+  }
+  if (record.op.startsWith("tcgen05.fence")) return "orders the accumulator read after the wait (no state changes)";
+  return "nothing visible changed at this step";
 }
 
 export function statusText(agent) {

@@ -2,10 +2,14 @@
 // Boot: read the configuration from the URL, create a session, open its WebSocket, draw every
 // frame it sends. The URL always holds the current state (a permalink), so reload restores it.
 
-import {bindControls, copyText, toast} from "./controls.js";
+import {CalloutCaption, calloutsFor, toursOf} from "./callouts.js";
+import {Challenge} from "./challenge.js";
+import {bindControls, bindKeys, copyText, toast} from "./controls.js";
 import {h} from "./dom.js";
+import {downloadTimelineSvg, getJson, permalinkProblems, watchHeight} from "./learn.js";
 import {makeLayout, timelineOf} from "./layout.js";
 import {SessionPlayer} from "./player.js";
+import {Predictor} from "./predict.js";
 import {api, ApiError, configFromQuery, configToQuery, moverOf} from "./trace.js";
 import {RunView} from "./view.js";
 
@@ -18,27 +22,83 @@ const toastNode = root.querySelector(".toast");
 const transport = root.querySelector("#transport");
 const manualBox = document.getElementById("manual-mode");
 
+const startQuery = new URLSearchParams(location.search);
 let config = configFromQuery(scenario, location.search);
 let player = null;
 let controls = null;
+let keys = null;
 let picks = [];
 let urlTimer = null;
+let urlLast = 0;
+let lesson = {callouts: []};
+let runDiagnostics = [];
+const problems = permalinkProblems(scenario, location.search);
 const view = new RunView(root.querySelector('[data-run="main"]'), {
   onSeek: (step) => player && player.seek(step),
   onMove: (agent) => player && player.step(agent),
 });
+const caption = new CalloutCaption(root.querySelector("[data-callout]"), {
+  onSeek: (step) => player && player.seek(step),
+  onSet: (list) => view.setCallouts(list.map((c) => c.step)),
+});
+const predictor = new Predictor(root.querySelector("[data-predict-panel]"), {
+  toggle: root.querySelector("[data-predict-toggle]"),
+  scoreNode: root.querySelector("[data-predict-score]"),
+  peek: async (step) => {
+    if (!player || step > player.frame.total_steps) return null;
+    const at = await getJson(`/api/v1/sessions/${player.id}/snapshots/${step}`);
+    return {record: at.record, snapshot: at.snapshot};
+  },
+  advance: () => player && player.step(),
+  onChange: () => player && scheduleUrl(player.frame.step, true),
+});
+const challengeBox = document.getElementById("challenge");
+const challenge = challengeBox ? new Challenge(challengeBox, {
+  scenario,
+  start: (bugs, params) => {
+    setManual(true);
+    const next = {...config, params, bugs, schedule: "manual", moves: [], picks: [], step: 0};
+    fillForm(next);
+    return load(next, {push: true});
+  },
+  loadCounterexample: (trace, step) => loadCounterexample(trace, step),
+}) : null;
 
 // ------------------------------------------------------------------------ the config form
 
-function fillForm() {
+function fillForm(shown = config) {
   if (!form) return;
   for (const [name, spec] of Object.entries(scenario.parameters)) {
-    form.elements[name].value = config.params[name] ?? spec.default;
+    form.elements[name].value = shown.params[name] ?? spec.default;
   }
-  form.elements.schedule.value = config.schedule;
-  form.elements.seed.value = config.seed;
-  form.querySelector(".seed").hidden = config.schedule !== "random";
-  for (const box of form.querySelectorAll('input[name="bugs"]')) box.checked = config.bugs.includes(box.value);
+  form.elements.schedule.value = shown.schedule;
+  form.elements.seed.value = shown.seed;
+  form.querySelector(".seed").hidden = shown.schedule !== "random";
+  for (const box of form.querySelectorAll('input[name="bugs"]')) box.checked = shown.bugs.includes(box.value);
+  markUnapplied();
+}
+
+/** A ticked but unapplied toggle (or any edited field) is marked until Apply. */
+function markUnapplied() {
+  if (!form) return;
+  const next = readForm();
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  let dirty = !same(next.params, config.params) || next.schedule !== config.schedule ||
+    (next.schedule === "random" && next.seed !== (config.seed || 0)) ||
+    !same([...next.bugs].sort(), [...config.bugs].sort());
+  for (const box of form.querySelectorAll('input[name="bugs"]')) {
+    const pending = box.checked !== config.bugs.includes(box.value);
+    box.closest("label").classList.toggle("pending", pending);
+    box.closest("label").dataset.pending = pending ? (box.checked ? "on" : "off") : "";
+  }
+  for (const [name, spec] of Object.entries(scenario.parameters)) {
+    const input = form.elements[name];
+    const pending = Number(input.value) !== (config.params[name] ?? spec.default);
+    input.closest("label").classList.toggle("pending", pending);
+  }
+  if (!form.checkValidity()) dirty = true;
+  form.classList.toggle("dirty", dirty);
+  form.querySelector("[data-unapplied]").hidden = !dirty;
 }
 
 function readForm() {
@@ -69,38 +129,65 @@ function showFormError(err) {
 
 // --------------------------------------------------------------------------- the session
 
-async function load(next) {
+async function load(next, {push = false} = {}) {
   let session;
   try {
     session = await api.createSession(next);
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
-    showFormError(err);
-    if (player) return;
-    if (err.field === "step" || err.field === "picks" || err.field === "moves") {
+    if (!player && (err.field === "step" || err.field === "picks" || err.field === "moves")) {
+      problems.push(`${err.field}: ${err.message}; showing the run from step 0 instead`);
+      showProblems();
       return load({...next, step: 0, picks: [], moves: []});
     }
+    if (!player && err.field && next.params[err.field] !== undefined) {
+      problems.push(`${err.field}=${next.params[err.field]}: ${err.message}; using the default instead`);
+      showProblems();
+      const params = {...next.params};
+      delete params[err.field];
+      return load({...next, params});
+    }
+    if (!player && ["bugs", "schedule", "seed"].includes(err.field)) {
+      const fallback = err.field === "bugs" ? {bugs: []} : {schedule: "round_robin", seed: 0, moves: []};
+      problems.push(`${err.field}: ${err.message}; ${err.field === "bugs" ? "no bug toggles" : "a round-robin schedule"} instead`);
+      showProblems();
+      return load({...next, ...fallback});
+    }
+    showFormError(err);
     return;
   }
   showFormError(null);
+  if (push && player) history.pushState(null, "", urlFor(next, next.step || 0));
   config = next;
+  fillForm();
+  const checkBox = document.getElementById("check-result");
+  if (checkBox) { checkBox.hidden = true; checkBox.replaceChildren(); }
   if (player) player.close();
   root.dataset.session = session.id;
   view.setLayout(makeLayout(session.layout, session.scenario));
-  view.setDiagnostics(session.diagnostics);
+  setDiagnostics(session.diagnostics, session);
   picks = session.picks;
-  player = new SessionPlayer(session, {speed: Number(transport?.querySelector('[data-control="speed"]').value || 4)});
+  caption.set(calloutsFor(lesson, config));
+  const speedBox = transport?.querySelector('[data-control="speed"]');
+  const speed = Number(startQuery.get("speed")) || Number(speedBox?.value || 4);
+  player = new SessionPlayer(session, {speed});
   if (controls) controls.detach();
-  controls = transport ? bindControls(transport, player) : null;
+  if (keys) keys.detach();
+  const step = () => predictor.step(player.frame);
+  controls = transport ? bindControls(transport, player, {step}) : null;
+  keys = transport ? null : bindKeys({step, back: () => player.back(), play: () => player.toggle(),
+                                      reset: () => player.home(), end: () => player.end()});
   player.on("frame", (frame) => {
     root.dataset.session = player.id;
     view.update(frame);
-    if (controls) controls.update(frame);
+    if (controls) controls.update({...frame, diagnostics: runDiagnostics.length});
+    caption.update(frame.step);
+    if (challenge) challenge.update(frame, runDiagnostics);
     scheduleUrl(frame.step);
   });
   player.on("run", (message) => {
     root.dataset.session = player.id;
-    view.setDiagnostics(message.diagnostics);
+    setDiagnostics(message.diagnostics, message);
     picks = message.picks || [];
     refreshTimeline(player.id);
   });
@@ -110,8 +197,32 @@ async function load(next) {
     flashRefusal(message);
   });
   view.update(player.frame);
-  if (controls) controls.update(player.frame);
+  if (controls) controls.update({...player.frame, diagnostics: runDiagnostics.length});
+  caption.update(player.frame.step);
   setManual(manualBox ? manualBox.checked || config.schedule === "manual" : false);
+  if (challenge) challenge.update(player.frame, runDiagnostics);
+}
+
+function setDiagnostics(list, session) {
+  runDiagnostics = list || [];
+  view.setDiagnostics(runDiagnostics);
+  const limit = document.getElementById("step-limit-note") || null;
+  if (limit) limit.remove();
+  if (session && session.status === "step_limit") {
+    const note = h("p", {class: "notice", id: "step-limit-note", role: "status", dataset: {stepLimit: session.total_steps}},
+      `This run stopped at the step limit: ${session.total_steps.toLocaleString("en-US")} steps is as far as one run goes. ` +
+      "The pipeline did not finish, fail or deadlock there; fewer tiles show the whole run.");
+    root.querySelector('[data-run="main"]').before(note);
+  }
+}
+
+function showProblems() {
+  const box = document.getElementById("permalink-notice");
+  if (!box || !problems.length) return;
+  box.hidden = false;
+  box.replaceChildren(h("b", {}, "This link had problems: "),
+    h("ul", {}, problems.map((p) => h("li", {dataset: {problem: ""}}, p))),
+    "Everything else in the link was kept.");
 }
 
 async function refreshTimeline(id) {
@@ -143,33 +254,59 @@ function stateConfig(step) {
   return {...config, step, picks: manual ? [] : picks, moves: manual ? picks.map((p) => p.agent) : []};
 }
 
-function scheduleUrl(step) {
+/** What the URL carries beside the run: manual mode, speed, prediction mode (and, in an
+ *  embed, its panels and theme). */
+function viewExtras() {
+  const extras = {};
+  if (embed) {
+    const query = new URLSearchParams(location.search);
+    for (const name of ["panels", "theme"]) if (query.get(name)) extras[name] = query.get(name);
+  }
+  if (manualBox && manualBox.checked && config.schedule !== "manual") extras.manual = "1";
+  const speed = player ? player.frame.speed : Number(startQuery.get("speed")) || 4;
+  if (speed && speed !== 4) extras.speed = String(speed);
+  if (predictor.on) extras.predict = "1";
+  return extras;
+}
+
+function urlFor(cfg, step) {
+  const keep = cfg === config ? stateConfig(step) : {...cfg, step};
+  const query = configToQuery(keep, {extra: viewExtras()});
+  return `${location.pathname}${query ? `?${query}` : ""}`;
+}
+
+/** Keep the URL at the cursor: at most every 300 ms while playing, and always the last step. */
+function scheduleUrl(step, now = false) {
   clearTimeout(urlTimer);
-  urlTimer = setTimeout(() => {
-    const query = configToQuery(stateConfig(step), {extra: embed ? embedExtras() : {}});
-    const url = `${location.pathname}${query ? `?${query}` : ""}`;
+  const write = () => {
+    urlLast = Date.now();
+    const url = urlFor(config, step);
     if (url !== location.pathname + location.search) history.replaceState(null, "", url);
     const full = document.getElementById("open-full");
     if (full) full.href = `/scenarios/${scenario.id}?${configToQuery(stateConfig(step))}`;
-  }, 150);
+    updateDownloads(step);
+  };
+  if (now || Date.now() - urlLast > 300) write();
+  else urlTimer = setTimeout(write, 120);
 }
 
-function embedExtras() {
-  const query = new URLSearchParams(location.search);
-  const extras = {};
-  for (const name of ["panels", "theme"]) if (query.get(name)) extras[name] = query.get(name);
-  return extras;
+function currentUrl() {
+  return `${location.origin}${urlFor(config, player ? player.frame.step : config.step || 0)}`;
 }
 
 function embedCode() {
   const dialog = document.getElementById("embed-dialog");
   const panels = [...dialog.querySelectorAll('input[name="panels"]:checked')].map((b) => b.value);
-  const query = configToQuery(stateConfig(player ? player.frame.step : 0), {
-    extra: panels.length && panels.length < 6 ? {panels: panels.join(",")} : {}});
+  const extra = panels.length && panels.length < 6 ? {panels: panels.join(",")} : {};
+  if (predictor.on) extra.predict = "1";
+  const query = configToQuery(stateConfig(player ? player.frame.step : 0), {extra});
   const src = `${location.origin}/embed/${scenario.id}${query ? `?${query}` : ""}`;
   const title = `${scenario.title}: mbarrier-inspector`;
-  return `<iframe src="${src.replaceAll("&", "&amp;")}" title="${title}" width="100%" height="640" ` +
-    'style="border:0" loading="lazy"></iframe>';
+  // The embed posts its height; the snippet resizes the iframe that sent it.
+  return `<iframe src="${src.replaceAll("&", "&amp;")}" title="${title}" width="100%" height="480" ` +
+    'style="border:0" loading="lazy" data-mbarrier-inspector></iframe>\n' +
+    `<script>addEventListener("message",function(e){if(e.origin!=="${location.origin}"||!e.data||e.data.type!=="mbarrier-inspector:height")return;` +
+    'document.querySelectorAll("iframe[data-mbarrier-inspector]").forEach(function(f){if(f.contentWindow===e.source)f.style.height=e.data.height+"px";});});</script>';
 }
 
 // ------------------------------------------------------------------------ the check button
@@ -202,18 +339,75 @@ function showCheck(box, result) {
       h("button", {type: "button", onclick: () => loadCounterexample(v.trace, failing)},
         "Load this counterexample"));
   });
-  box.replaceChildren(
+  const limits = {max_states: `the state limit (${((result.limits || {}).max_states || 0).toLocaleString("en-US")} states)`,
+                  timeout: `the time limit (${(result.limits || {}).timeout_s} s)`,
+                  timeout_s: `the time limit (${(result.limits || {}).timeout_s} s)`,
+                  memory: "the memory limit"};
+  const stopped = result.verdict === "inconclusive" && result.stopped_by
+    ? h("p", {class: "stopped-by", dataset: {stoppedBy: result.stopped_by}},
+      `Stopped by ${limits[result.stopped_by] || result.stopped_by}: every schedule of at most ${result.depth} steps was checked, longer ones were not.`)
+    : null;
+  // replaceChildren() would print a null child as the text "null".
+  box.replaceChildren(...[
     h("p", {class: `verdict verdict-${result.verdict}`, dataset: {verdict: result.verdict}},
       h("b", {}, verdicts[result.verdict] || result.verdict),
       ` — ${result.states_explored.toLocaleString("en-US")} states in ${result.elapsed_s.toFixed(2)} s`),
-    items.length ? h("ul", {class: "violations"}, items) : null);
+    stopped,
+    items.length ? h("ul", {class: "violations"}, items) : null].filter(Boolean));
 }
 
 function loadCounterexample(trace, step) {
   const moves = trace.steps.map(moverOf);
   setManual(true);
-  fillForm();
-  load({...config, schedule: "manual", moves, picks: [], step});
+  const next = {...config, schedule: "manual", moves, picks: [], step};
+  fillForm(next);
+  return load(next, {push: true});
+}
+
+// ------------------------------------------------------------------------------ downloads
+
+/** The /traces query of the state shown (picks become a manual schedule of every mover). */
+async function traceQueryNow() {
+  const st = stateConfig(player ? player.frame.step : 0);
+  if (st.schedule !== "manual" && st.picks.length && player) {
+    const doc = await api.sessionTrace(player.id, {snapshots: false, to: player.frame.total_steps});
+    return {...st, schedule: "manual", moves: doc.steps.map(moverOf), picks: []};
+  }
+  return st;
+}
+
+function traceParams(st) {
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(st.params || {})) query.set(name, value);
+  if (st.bugs.length) query.set("bugs", st.bugs.join(","));
+  if (st.schedule !== "round_robin") query.set("schedule", st.schedule);
+  if (st.schedule === "random") query.set("seed", st.seed || 0);
+  if (st.schedule === "manual") query.set("moves", st.moves.join(","));
+  return query;
+}
+
+function updateDownloads(step) {
+  const json = document.getElementById("download-json");
+  if (!json || !player) return;
+  json.href = `/api/v1/sessions/${player.id}/trace?from=1&snapshots=true`;
+  json.download = `${scenario.id}${config.bugs.length ? `-${config.bugs.join("-")}` : ""}.trace.json`;
+  void step;
+}
+
+async function downloadVia(kind) {
+  const st = await traceQueryNow();
+  const query = traceParams(st);
+  let url;
+  if (kind === "perfetto") url = `/api/v1/traces/${scenario.id}/perfetto?${query}`;
+  else {
+    if (st.step) query.set("step", st.step);
+    if (predictor.on) query.set("predict", "1");
+    url = `/export/${scenario.id}?${query}`;
+  }
+  const a = h("a", {href: url, download: ""});
+  document.body.append(a);
+  a.click();
+  a.remove();
 }
 
 // ------------------------------------------------------------------------------- wiring
@@ -223,21 +417,41 @@ if (form) {
   form.elements.schedule.addEventListener("change", () => {
     form.querySelector(".seed").hidden = form.elements.schedule.value !== "random";
   });
+  form.addEventListener("input", markUnapplied);
+  form.addEventListener("change", markUnapplied);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const next = readForm();
     if (next.schedule === "manual") setManual(true);
-    load(next);
+    load(next, {push: true});
   });
 }
-if (manualBox) manualBox.addEventListener("change", () => setManual(manualBox.checked));
+// Back and Forward walk the configurations applied (Apply pushes a history entry).
+addEventListener("popstate", () => {
+  const next = configFromQuery(scenario, location.search);
+  fillForm(next);
+  load(next);
+});
+if (manualBox) {
+  manualBox.checked = startQuery.get("manual") === "1";
+  manualBox.addEventListener("change", () => { setManual(manualBox.checked); if (player) scheduleUrl(player.frame.step, true); });
+}
 const copyLink = document.getElementById("copy-link");
 if (copyLink) {
   copyLink.addEventListener("click", async () => {
-    const ok = await copyText(location.href);
-    toast(toastNode, ok ? "Link copied: it restores this exact state" : location.href);
+    const url = currentUrl();
+    const ok = await copyText(url);
+    toast(toastNode, ok ? "Link copied: it restores this exact state" : url);
   });
 }
+document.getElementById("download-svg")?.addEventListener("click", () => {
+  const svgNode = root.querySelector('[data-run="main"] .timeline svg');
+  if (svgNode) downloadTimelineSvg(svgNode, `${scenario.id}-timeline.svg`);
+});
+document.getElementById("download-perfetto")?.addEventListener("click", (event) => { event.preventDefault(); downloadVia("perfetto"); });
+document.getElementById("download-lesson")?.addEventListener("click", (event) => { event.preventDefault(); downloadVia("lesson"); });
+if (boot.features.perfetto) document.getElementById("download-perfetto")?.removeAttribute("hidden");
+if (embed) watchHeight();
 const compareLink = document.getElementById("compare-link");
 if (compareLink) {
   compareLink.addEventListener("click", (event) => {
@@ -265,4 +479,20 @@ if (embedButton) {
 const checkButton = document.getElementById("check-button");
 if (checkButton) checkButton.addEventListener("click", runCheck);
 
+async function loadLesson() {
+  try { lesson = await getJson(`/lessons/${encodeURIComponent(scenario.id)}`); } catch (err) { lesson = {callouts: []}; }
+  caption.set(calloutsFor(lesson, config));
+  if (player) caption.update(player.frame.step);
+  const tours = root.querySelector("[data-tours]");
+  if (tours && !embed) {
+    tours.replaceChildren(...toursOf(lesson).map((t) => h("a", {
+      class: "button tour-link", dataset: {tour: t.bugs.join(",") || "correct"},
+      href: `/scenarios/${scenario.id}?${configToQuery({params: {}, bugs: t.bugs, schedule: "round_robin", step: t.first})}`,
+    }, t.bugs.length ? `Guided tour: with ${t.bugs.join(", ")}` : "Guided tour: the correct run")));
+  }
+}
+
+showProblems();
+if (startQuery.get("predict") === "1") predictor.setOn(true);
+loadLesson();
 load(config);

@@ -70,7 +70,8 @@ function stateDifference(x, y, [left, right]) {
 }
 
 /** Draw two trace documents side by side; returns the player. */
-export function showPair(page, left, right, {step = 0, names = ["correct", "buggy"]} = {}) {
+export function showPair(page, left, right, {step = 0, names = ["correct", "buggy"], divergence: markDivergence = true,
+                                           onFrame = () => {}} = {}) {
   const total = Math.max(left.doc.steps.length, right.doc.steps.length);
   const player = new LocalPlayer(total, {step, status: right.doc.status});
   const views = [left, right].map((side, i) => {
@@ -85,9 +86,9 @@ export function showPair(page, left, right, {step = 0, names = ["correct", "bugg
     if (title && side.title) title.textContent = side.title;
     return view;
   });
-  const divergence = firstDivergence(left.doc, right.doc, names);
+  const divergence = markDivergence ? firstDivergence(left.doc, right.doc, names) : null;
   const note = page.querySelector("#divergence");
-  if (note) {
+  if (note && markDivergence) {
     note.replaceChildren();
     if (divergence) {
       const jump = document.createElement("button");
@@ -116,6 +117,7 @@ export function showPair(page, left, right, {step = 0, names = ["correct", "bugg
     const url = new URL(location.href);
     url.searchParams.set("step", frame.step);
     history.replaceState(null, "", url.toString().replaceAll("%2C", ","));
+    onFrame(frame);
   };
   player.on("frame", draw);
   draw(player.frame);

@@ -38,6 +38,17 @@ export class RunView {
     if (this.frame) this.update(this.frame);
   }
   setDivergence(step) { this.ctx.divergence = step; if (this.frame) this.drawTimeline(); }
+  /** Steps that carry a lesson callout: flagged on the timeline. */
+  setCallouts(steps) {
+    const next = (steps || []).join(",");
+    if (next === (this.ctx.callouts || []).join(",")) return;
+    this.ctx.callouts = steps || [];
+    const legend = this.root.querySelector("[data-legend-note]");
+    if (legend) legend.hidden = !this.ctx.callouts.length;
+    const box = this.part("timeline") && this.part("timeline").querySelector(".timeline");
+    if (box) box.built = null;
+    if (this.frame) this.drawTimeline();
+  }
 
   drawTimeline() {
     const part = this.part("timeline");

@@ -127,5 +127,36 @@ export function render(root, frame, layout) {
     const entry = root.built.entries[i];
     if (entry) renderCard(entry, barrier, layout, waiters);
   });
+  groupCards(root, frame, waiters);
   if (formula) renderFormula(formula, frame.snapshot, layout);
+}
+
+const MANY = 8;
+
+/** Many barriers (33 with 16 stages) would make a page of cards: show those that matter at this
+ *  step (waited on, touched by the step, holding bytes) and a button for the rest. */
+function groupCards(root, frame, waiters) {
+  const entries = root.built.entries;
+  let toggle = root.querySelector("[data-show-all-barriers]");
+  if (entries.length <= MANY) { if (toggle) toggle.remove(); return; }
+  if (!toggle) {
+    toggle = h("button", {type: "button", class: "link show-all", dataset: {showAllBarriers: "false"},
+      onclick: () => { root.built.showAll = !root.built.showAll; groupCards(root, root.built.frame, root.built.waiters); }});
+    root.querySelector(".barrier-cards").after(toggle);
+  }
+  root.built.frame = frame;
+  root.built.waiters = waiters;
+  const touched = new Set((frame.record ? frame.record.events : []).map((e) => e.barrier).filter(Boolean));
+  let hidden = 0;
+  frame.snapshot.barriers.forEach((barrier, i) => {
+    const entry = entries[i];
+    if (!entry) return;
+    const matters = waiters.has(barrier.name) || touched.has(barrier.name) || barrier.tx_count !== 0;
+    const hide = !root.built.showAll && !matters;
+    entry.card.hidden = hide;
+    if (hide) hidden += 1;
+  });
+  toggle.dataset.showAllBarriers = String(Boolean(root.built.showAll));
+  toggle.textContent = root.built.showAll ? "Show only the barriers that matter at this step"
+    : `Show all ${entries.length} barriers (${hidden} idle ones hidden: nobody waits on them, this step did not touch them, no bytes pending)`;
 }

@@ -37,12 +37,17 @@ export function render(root, frame, layout) {
     stage.chunks.forEach((chunk, c) => {
       const cell = view.cells[c];
       const wrong = read && chunk.tile !== read.tile;
+      // A TMA store (async proxy) reading threads' writes that no fence.proxy.async published may
+      // see the bytes that were there before: show that the data it stores is in doubt.
+      const unfencedRead = landed.has(c) && chunk.proxy === "generic" && !chunk.fenced &&
+        problems.some((d) => d.kind === "proxy_fence_missing");
       cell.className = `chunk ${tileClass(chunk.tile)}` +
         (chunk.proxy === "generic" ? " generic" : "") + (chunk.fenced ? " fenced" : "") +
-        (wrong ? " wrong" : "") + (landed.has(c) ? " just-landed" : "");
-      setText(cell.firstChild, chunk.tile === null ? "·" : `t${chunk.tile}`);
+        (wrong ? " wrong" : "") + (unfencedRead ? " stale-risk" : "") + (landed.has(c) ? " just-landed" : "");
+      setText(cell.firstChild, chunk.tile === null ? "·" : `t${chunk.tile}${unfencedRead ? "?" : ""}`);
       const who = chunk.proxy === "generic" ? `st.shared${chunk.fenced ? ", fenced" : ", not fenced"}` : chunk.proxy === "async" ? "TMA" : "";
-      const label = chunk.tile === null ? `chunk ${c}: empty` : `chunk ${c}: tile ${chunk.tile} (${who})${wrong ? ", not the tile read" : ""}`;
+      const label = chunk.tile === null ? `chunk ${c}: empty` : `chunk ${c}: tile ${chunk.tile} (${who})${wrong ? ", not the tile read" : ""}` +
+        (unfencedRead ? "; the TMA store may read the old bytes here (no fence.proxy.async)" : "");
       setAttr(cell, "title", label);
       labels.push(label);
     });

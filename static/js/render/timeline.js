@@ -10,8 +10,12 @@ const TOP = 24;
 const AXIS = 22;
 const MARKER_LIMIT = 3000;
 
-function geometry(model, width) {
-  const gutter = width < 520 ? 100 : 138;
+function geometry(model, width, ctx = {}) {
+  // A lane of lesson-note flags under the diagnostics lane when the run has callouts.
+  const top = TOP + ((ctx.callouts || []).length ? 14 : 0);
+  // Wide enough for the longest barrier name (11.5 px monospace: about 7 px a character).
+  const longest = Math.max(0, ...model.rows.map((row) => row.name.length));
+  const gutter = Math.min(Math.floor(width * 0.4), Math.max(width < 520 ? 100 : 138, 6 + longest * 7 + 26));
   const inner = Math.max(40, width - gutter - 14);
   const total = Math.max(1, model.scaleTotal || model.shown || model.total);
   let x;
@@ -30,7 +34,7 @@ function geometry(model, width) {
     }
     return best;
   };
-  return {gutter, inner, total, x, stepAt, height: TOP + model.rows.length * ROW + AXIS};
+  return {gutter, inner, total, x, stepAt, height: top + model.rows.length * ROW + AXIS, top};
 }
 
 function ticks(model, g) {
@@ -53,7 +57,7 @@ function ticks(model, g) {
 
 function build(root, model, ctx) {
   const width = Math.max(300, Math.floor(root.clientWidth || 800));
-  const g = geometry(model, width);
+  const g = geometry(model, width, ctx);
   const label = `Timeline of ${model.rows.length} barrier${model.rows.length === 1 ? "" : "s"} over ` +
     `${model.total} steps${model.times ? ", in GPU time" : ""}; ${model.diagnostics.length} diagnostic(s). ` +
     "Click to jump to a step; the scrubber does the same from the keyboard.";
@@ -68,8 +72,15 @@ function build(root, model, ctx) {
     root_.append(svg("path", {d: `M${x} ${5}l6 7-6 7-6-7z`, class: `diag-mark kind-${d.kind}`},
       svg("title", {}, `step ${d.step}: ${d.kind}. ${d.message}`)));
   }
+  // Lesson callouts: a small note flag on the top lane at each pinned step.
+  if ((ctx.callouts || []).length) root_.append(svg("text", {x: 6, y: TOP + 10, class: "lane-label"}, "lesson notes"));
+  for (const step of ctx.callouts || []) {
+    const x = g.x(step);
+    root_.append(svg("path", {d: `M${x} ${TOP + 12}v-12h8l-2 3.5 2 3.5h-8`, class: "callout-mark", "data-callout-mark": step},
+      svg("title", {}, `step ${step}: a lesson note`)));
+  }
   model.rows.forEach((row, r) => {
-    const y0 = TOP + r * ROW;
+    const y0 = g.top + r * ROW;
     const hi = y0 + 7;
     const lo = y0 + ROW - 7;
     const yOf = (p) => (p ? hi : lo);
@@ -107,13 +118,17 @@ function build(root, model, ctx) {
     }
   });
   const axisY = g.height - AXIS + 14;
-  for (const [x, text] of ticks(model, g)) {
+  const all = ticks(model, g);
+  all.forEach(([x, text], i) => {
     root_.append(svg("line", {x1: x, x2: x, y1: g.height - AXIS, y2: g.height - AXIS + 4, class: "tick"}));
-    root_.append(svg("text", {x, y: axisY, class: "tick-label"}, text));
-  }
+    // The last label ends at its tick, so it is never clipped by the right edge.
+    const last = i === all.length - 1 && x + text.length * 3.5 > width - 2;
+    root_.append(svg("text", {x, y: axisY, class: last ? "tick-label end" : "tick-label"}, text));
+  });
   root_.append(svg("text", {x: 6, y: axisY, class: "lane-label"}, model.times ? "GPU time" : "step"));
+  // The label sits on the axis row, beside the rule, clear of the diagnostic markers on top.
   const divergence = svg("g", {class: "divergence-mark", visibility: "hidden"},
-    svg("line", {y1: 2, y2: g.height - AXIS}), svg("text", {y: TOP - 6}, "first divergence"));
+    svg("line", {y1: TOP - 4, y2: g.height - AXIS}), svg("text", {y: g.top + 11, x: 4}, "first divergence"));
   const cursor = svg("g", {class: "cursor"}, svg("line", {y1: TOP - 6, y2: g.height - AXIS}),
     svg("rect", {y: g.height - AXIS, height: 16, width: 44, rx: 4}), svg("text", {y: g.height - AXIS + 12}));
   root_.append(divergence, cursor);

@@ -1,0 +1,190 @@
+"""Pages for learning by doing: lesson callouts, the standalone lesson export, one barrier by hand.
+
+- `GET /lessons/{scenario_id}`: the built-in lesson's callouts (Markdown pinned to steps), from
+  `app/web/lessons/<scenario_id>.json`; the browser renders the Markdown (static/js/callouts.js).
+- `GET /export/{scenario_id}?<the embed's query>` (the built-in lesson's callouts) and
+  `POST /export` (the same as JSON, with the instructor's own callouts): one self-contained `.html`
+  file (attachment) holding the trace (gzip, base64; the page inflates it with
+  `DecompressionStream`), the CSS, the ES modules (turned into blob: URLs by a small loader,
+  since `file://` pages cannot import files) and the callouts. It opens from `file://` with no
+  network: its own CSP says `connect-src 'none'`.
+- `GET /barrier`: drive one mbarrier by hand through `POST /api/v1/mbarrier/run`.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import posixpath
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from app.api.runs import parse_schedule, runs
+from app.scenarios import PARAM_NAMES, ParamError
+from app.scenarios import get as get_scenario
+
+HERE = Path(__file__).resolve().parent
+LESSONS = HERE / "lessons"
+EXPORT_ENTRY = "export.js"
+EXPORT_MAX_STEPS = 20_000
+"""The longest run an export holds (a 500-step lesson is about 60 KB of gzip)."""
+PANELS = ("agents", "barriers", "stages", "timeline", "diagnostics", "controls")
+EXPORT_QUERY = set(PARAM_NAMES) | {"bugs", "schedule", "seed", "moves", "panels", "step",
+                                   "theme", "predict", "callouts"}
+IMPORT = re.compile(r"""(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'])(\.{1,2}/[^"']+)\2""")
+
+
+class Callout(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    step: Annotated[int, Field(ge=0, le=EXPORT_MAX_STEPS)]
+    text: Annotated[str, Field(max_length=8_000)]
+
+
+class ExportRequest(BaseModel):
+    """`POST /export`: what `GET /export/{id}` takes, as JSON, plus the callouts."""
+    model_config = ConfigDict(extra="forbid")
+    scenario: Annotated[str, Field(max_length=80)]
+    params: dict[str, StrictInt] = Field(default_factory=dict, max_length=len(PARAM_NAMES))
+    bugs: Annotated[list[Annotated[str, Field(max_length=60)]], Field(max_length=16)] = []
+    schedule: Literal["round_robin", "random", "manual"] = "round_robin"
+    seed: Annotated[int, Field(ge=0)] = 0
+    moves: Annotated[list[Annotated[str, Field(max_length=80)]], Field(max_length=10_000)] = []
+    step: Annotated[int, Field(ge=0)] = 0
+    panels: Annotated[list[str], Field(max_length=6)] = []
+    predict: bool = False
+    theme: Literal["light", "dark"] | None = None
+    callouts: Annotated[list[Callout], Field(max_length=500)] = []
+
+
+def lesson(scenario_id: str) -> dict:
+    """The built-in lesson of a scenario: `{"callouts": [{"step", "text", "bugs"?}]}`."""
+    path = LESSONS / f"{scenario_id}.json"
+    if not re.fullmatch(r"[a-z0-9_]{1,80}", scenario_id) or not path.is_file():
+        return {"callouts": []}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def module_graph(static: Path, entry: str) -> list[tuple[str, str]]:
+    """`(path, source)` of `entry` and every module it imports (statically or with `import()`),
+    dependencies first; each relative specifier rewritten to `"@mod:<path>"` for the loader."""
+    order: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def visit(path: str) -> None:
+        if path in seen:
+            return
+        seen.add(path)
+        source = (static / path).read_text(encoding="utf-8")
+        deps = []
+
+        def rewrite(match: re.Match) -> str:
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), match.group(3)))
+            deps.append(target)
+            return f"{match.group(1)}{match.group(2)}@mod:{target}{match.group(2)}"
+
+        source = IMPORT.sub(rewrite, source)
+        for dep in deps:
+            visit(dep)
+        order.append((path, source))
+
+    visit(entry)
+    return order
+
+
+def script_json(value) -> str:
+    return (json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
+            .replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) -> None:
+    """Mount the lesson, export and barrier routes (`page` renders a template with its boot)."""
+
+    @lru_cache(maxsize=4)
+    def assets(stamp: float) -> dict:
+        del stamp
+        return {"css": (static_dir / "css" / "inspector.css").read_text(encoding="utf-8"),
+                "theme": (static_dir / "js" / "theme.js").read_text(encoding="utf-8"),
+                "modules": module_graph(static_dir / "js", EXPORT_ENTRY)}
+
+    def stamp() -> float:
+        return max(p.stat().st_mtime for p in (static_dir / "js").rglob("*.js"))
+
+    @app.get("/lessons/{scenario_id}", include_in_schema=False)
+    def lesson_json(scenario_id: str) -> JSONResponse:
+        try:
+            get_scenario(scenario_id)
+        except KeyError:
+            raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
+        return JSONResponse(lesson(scenario_id))
+
+    @app.get("/barrier", response_class=HTMLResponse, include_in_schema=False)
+    def barrier_page(request: Request) -> HTMLResponse:
+        return page(request, "barrier.html", boot={"page": "barrier"})
+
+    def export(scenario_id: str, params: dict, bugs, schedule, *, step: int, panels: tuple,
+               predict: bool, theme: str | None, callouts: dict) -> Response:
+        try:
+            scenario = get_scenario(scenario_id)
+        except KeyError:
+            raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
+        run = runs.get(scenario, params, bugs, schedule)
+        if run.total_steps > EXPORT_MAX_STEPS:
+            raise ParamError("tiles", f"this run has {run.total_steps:,} steps; an exported "
+                                      f"lesson holds at most {EXPORT_MAX_STEPS:,}")
+        doc = run.document(1, run.total_steps, True)
+        packed = base64.b64encode(gzip.compress(
+            json.dumps(doc, separators=(",", ":")).encode(), 9, mtime=0)).decode()
+        config = doc["scenario"]
+        boot = {"page": "export", "scenario": scenario.as_dict(), "panels": list(panels),
+                "step": step, "config": config, "predict": predict, "lesson": callouts}
+        a = assets(stamp())
+        html = templates.get_template("export.html").render(
+            scenario=scenario.as_dict(), panels=panels, embed=True, features={},
+            boot_json=script_json(boot), trace_b64=packed, css=a["css"], theme_js=a["theme"],
+            modules_json=script_json(a["modules"]), entry=EXPORT_ENTRY,
+            theme=theme if theme in ("light", "dark") else None)
+        name = "-".join([scenario_id, *sorted(config["bugs"])]) + ".html"
+        return HTMLResponse(html, headers={"content-disposition": f'attachment; filename="{name}"',
+                                           "cache-control": "no-store"})
+
+    @app.get("/export/{scenario_id}", include_in_schema=False)
+    def export_lesson(request: Request, scenario_id: str) -> Response:
+        """The embed's query; the built-in lesson's callouts (`callouts=0`: none)."""
+        query = request.query_params
+        for name in query:
+            if name not in EXPORT_QUERY:
+                raise ParamError(name, f"unknown query parameter {name[:40]!r}; known: "
+                                       f"{', '.join(sorted(EXPORT_QUERY))}")
+        params = {}
+        for name in PARAM_NAMES:
+            if name in query:
+                if not re.fullmatch(r"\d{1,9}", query[name]):
+                    raise ParamError(name, f"{name} must be a whole number")
+                params[name] = int(query[name])
+        schedule = parse_schedule(query.get("schedule"), query.get("seed"), query.get("moves"))
+        step = query.get("step", "0")
+        panels = tuple(p for p in query.get("panels", "").split(",") if p in PANELS) or PANELS
+        callouts = lesson(scenario_id) if query.get("callouts") != "0" else {"callouts": []}
+        return export(scenario_id, params, query.get("bugs", ""), schedule,
+                      step=int(step) if step.isdigit() else 0, panels=panels,
+                      predict=query.get("predict") == "1", theme=query.get("theme"),
+                      callouts=callouts)
+
+    @app.post("/export", include_in_schema=False)
+    def export_posted(body: ExportRequest) -> Response:
+        """A lesson with the instructor's own callouts, pinned to this very run (the pipeline
+        source joins this body with the pipeline language)."""
+        schedule = parse_schedule(body.schedule, body.seed, body.moves)
+        panels = tuple(p for p in body.panels if p in PANELS) or PANELS
+        return export(body.scenario, body.params, body.bugs, schedule, step=body.step,
+                      panels=panels, predict=body.predict, theme=body.theme,
+                      callouts={"callouts": [c.model_dump() for c in body.callouts],
+                                "any_run": True})
