@@ -133,4 +133,4 @@ def install(app: FastAPI) -> None:
                     replay_id=replay_id,
                     boot={"page": "replay", "replay": replay_id, "scenarios": scenarios})
 
-    learning.install(app, page, ROOT / "static", templates)
+    learning.install(app, page, static_dir(), templates)
