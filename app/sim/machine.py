@@ -408,6 +408,14 @@ class Machine:
         pc = self.regs[a][PC]
         return WAITING[line.kind](self, a, self.regs[a], self.code[a].prepared[pc])
 
+    def wait_at(self, a: int) -> dict | None:
+        """The wait the agent's current line makes (blocked or not), as `waiting_on` shows it."""
+        line = self.current_line(a)
+        if line is None or line.kind not in sync.WAITING:
+            return None
+        pc = self.regs[a][PC]
+        return sync.WAITING[line.kind](self, a, self.regs[a], self.code[a].prepared[pc])
+
     def snapshot(self) -> dict:
         return snapshot.snapshot(self)
 

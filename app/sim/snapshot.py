@@ -72,6 +72,7 @@ def _agent(m, a: int) -> dict:
         "registers": registers,
         "status": "done" if done else ("waiting" if waiting else "running"),
         "waiting_on": waiting,
+        "wait": None if done else m.wait_at(a),
     }
 
 

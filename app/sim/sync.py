@@ -261,14 +261,20 @@ def _inval(m, a, r, args, record) -> None:
 def _assign(m, a, r, args, record) -> None:
     (updates,) = args
     names = m.agents[a].registers
-    value = {}
+    touched = []
     for reg, fn in updates:
         r[reg] = checked(fn(r))
-        value[names[reg - 1]] = r[reg]
-    record["operands"] = dict(value)
-    first = next(iter(value))
-    record["events"].append({"kind": "register", "agent": m.agents[a].name,
-                             "name": first.split(".")[0], "value": value})
+        if reg not in touched:
+            touched.append(reg)
+    touched.sort()
+    base = names[touched[0] - 1].split(".")[0]
+    value = {}
+    for reg in touched:
+        name = names[reg - 1]
+        value[name[len(base) + 1:] if name.startswith(base + ".") else name] = r[reg]
+    record["operands"] = {names[reg - 1]: r[reg] for reg in touched}
+    record["events"].append({"kind": "register", "agent": m.agents[a].name, "name": base,
+                             "value": value})
 
 
 HANDLERS = {
@@ -302,15 +308,20 @@ def _waiting_parity(m, a, r, args) -> dict:
     dest, bar, parity_fn, blocking = args
     b = bar(r)
     parity = parity_fn(r)
-    return {"barrier": m.barrier_names[b], "parity": parity,
-            "phases_needed": phases_needed(m, a, b, parity & 1)}
+    return _wait_view(m.barrier_names[b], parity, phases_needed(m, a, b, parity & 1))
 
 
 def _waiting_token(m, a, r, args) -> dict:
     dest, bar, token, blocking = args
     b = bar(r)
-    return {"barrier": m.barrier_names[b], "parity": r[token] & 1,
-            "phases_needed": r[token] + 1}
+    return _wait_view(m.barrier_names[b], r[token] & 1, r[token] + 1)
+
+
+def _wait_view(barrier: str, parity: int, needed: int) -> dict:
+    """What a wait asks and what it should ask: completion number `needed` of the barrier ends
+    phase `needed - 1`, so the parity that names it is `(needed - 1) mod 2`."""
+    return {"barrier": barrier, "parity": parity, "phases_needed": needed,
+            "parity_needed": (needed - 1) % 2}
 
 
 WAITING = {"wait_parity": _waiting_parity, "wait_token": _waiting_token}

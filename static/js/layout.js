@@ -37,20 +37,6 @@ export function makeLayout(layout, scenario) {
   };
 }
 
-/** Which barrier an agent waits on for tile `i`, and with which parity the protocol asks:
- *  stage = i mod S; consumers wait full_barrier with parity (i / S) mod 2; the producer, which
- *  starts at phase 1, waits empty_barrier with the opposite parity. Null for agents that do
- *  not wait on a ring barrier. */
-export function waitRule(agent, layout) {
-  const S = layout.stageCount;
-  if (agent.role === "thread") return {barrier: () => "bar", flip: 0, S: 1};
-  if (agent.role === "consumer" || agent.role === "mma") {
-    return {barrier: (i) => `full_barrier[${i % S}]`, flip: 0, S};
-  }
-  if (agent.role === "producer") return {barrier: (i) => `empty_barrier[${i % S}]`, flip: 1, S};
-  return null;
-}
-
 /** The timeline of a trace document (steps with or without snapshots). `times` (GPU traces)
  *  puts each step at its `time_ns` instead of at its number. */
 export function timelineOf(doc) {

@@ -104,11 +104,11 @@ def test_seed_lesson_single_barrier(page):
 
 def test_seed_lesson_with_forget_phase_toggle(page):
     """Iteration 1's wait returns early, the byte bar still red, the diagnostic shown."""
-    open_inspector(page, "/scenarios/single_barrier?bugs=forget_phase_toggle&step=13", 13)
+    open_inspector(page, "/scenarios/single_barrier?bugs=forget_phase_toggle&step=12", 12)
     bar = card(page, "bar")
     expect(page.locator("[data-diagnostic]")).to_have_count(0)
     page.keyboard.press("ArrowRight")
-    expect_step(page, 14)
+    expect_step(page, 13)
     expect(now_line(page)).to_contain_text("the wait on bar for parity 0 returned")
     expect(now_line(page)).to_contain_text("stale_wait")
     assert int(bar.get_attribute("data-tx-count")) > 0
@@ -119,13 +119,13 @@ def test_seed_lesson_with_forget_phase_toggle(page):
     expect(diagnostic).to_contain_text("returned at once")
     formula = page.locator('[data-formula] li[data-agent="thread"]')
     expect(formula).to_have_class(re.compile("bad"))
-    shot(page, "seed-bug-14-stale-wait")
+    shot(page, "seed-bug-13-stale-wait")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
-    expect_step(page, 16)
+    expect_step(page, 15)
     expect(page.locator('[data-diagnostic="partial_read"]')).to_be_visible()
     expect(page.locator('[data-stage="smem"]')).to_have_attribute("data-read", "read-bad")
-    shot(page, "seed-bug-16-partial-read")
+    shot(page, "seed-bug-15-partial-read")
 
 
 def test_double_buffer_cards_equal_the_api_at_every_step(page, base_url):
@@ -336,24 +336,22 @@ def test_play_and_pause_over_the_websocket(page):
 def test_compare_view_marks_the_first_divergence(page):
     page.goto("/compare/single_barrier?bugs=forget_phase_toggle")
     note = page.locator("#divergence")
-    expect(note).to_have_attribute("data-divergence", "10")
-    expect(note).to_contain_text("phase register")
+    expect(note).to_have_attribute("data-divergence", "9")
+    expect(note).to_contain_text("i register")
     expect(page.locator(".divergence-mark[visibility=visible]")).to_have_count(2)
     note.get_by_role("button").click()
-    expect_step(page, 10)
+    expect_step(page, 9)
     left = page.evaluate(READ_CARDS, "left")
     right = page.evaluate(READ_CARDS, "right")
     assert left and right
-    expect(page.locator('[data-run="left"] [data-formula] li[data-agent="thread"]')).to_have_class(
-        re.compile("ok"))
+    for _ in range(4):
+        page.keyboard.press("ArrowRight")
+    expect_step(page, 13)
+    expect(page.locator('[data-run="right"] [data-diagnostic="stale_wait"]')).to_be_visible()
+    # The buggy thread's wait asked parity 0 for completion #2 (parity 1): marked wrong.
     expect(page.locator('[data-run="right"] [data-formula] li[data-agent="thread"]')).to_have_class(
         re.compile("bad"))
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
-    expect_step(page, 14)
-    expect(page.locator('[data-run="right"] [data-diagnostic="stale_wait"]')).to_be_visible()
+    expect(page.locator('[data-run="left"] [data-formula] li.bad')).to_have_count(0)
     expect(page.locator('[data-run="left"] [data-diagnostic]')).to_have_count(0)
     shot(page, "compare-single-barrier")
     page.goto("/compare/double_buffer_tma?bugs=forget_phase_toggle&schedule=random&seed=3&step=46")
@@ -364,7 +362,7 @@ def test_compare_view_marks_the_first_divergence(page):
 
 def test_catalogue_and_gpu_replay_beside_the_simulation(page):
     page.goto("/")
-    expect(page.locator(".scenario-card")).to_have_count(4)
+    expect(page.locator(".scenario-card")).to_have_count(5)
     shot(page, "catalogue")
     link = page.locator("#replay-list a").first
     expect(link).to_be_visible()

@@ -68,22 +68,22 @@ def test_markdown_vendor_is_pinned():
 
 
 def test_callouts_of_the_guided_tour_follow_the_step(page):
-    open_inspector(page, "/scenarios/single_barrier?bugs=forget_phase_toggle&step=13", 13)
+    open_inspector(page, "/scenarios/single_barrier?bugs=forget_phase_toggle&step=12", 12)
     callout = page.locator("[data-callout]")
     expect(callout).to_be_visible()
     expect(callout).to_have_attribute("data-callout-step", "10")
     page.keyboard.press("ArrowRight")
-    expect_step(page, 14)
-    expect(callout).to_have_attribute("data-callout-step", "14")
+    expect_step(page, 13)
+    expect(callout).to_have_attribute("data-callout-step", "13")
     expect(callout).to_contain_text("look at the byte bar")
     expect(callout.locator("strong").first).to_contain_text("The wait returned")  # Markdown
     assert int(card(page, "bar").get_attribute("data-tx-count")) > 0
     marks = page.locator('[data-run="main"] [data-callout-mark]')
     expect(marks).to_have_count(4)  # the forget_phase_toggle tour flags its 4 notes
-    assert marks.evaluate_all("els => els.map(e => +e.dataset.calloutMark)") == [10, 14, 16, 19]
-    shot(page, "callout-step-14")
+    assert marks.evaluate_all("els => els.map(e => +e.dataset.calloutMark)") == [10, 13, 15, 17]
+    shot(page, "callout-step-13")
     callout.get_by_role("button", name=re.compile("next note")).click()
-    expect_step(page, 16)
+    expect_step(page, 15)
     expect(callout).to_contain_text("partial read")
     # The tours are offered as links; the correct run's tour has its own callouts.
     page.get_by_role("link", name="Guided tour: the correct run").click()
@@ -155,27 +155,27 @@ def test_instructor_markdown_runs_no_script_in_the_inspector(page):
 
 def test_exported_lesson_opens_from_file_with_the_network_off(browser, base_url):
     path, response = export_file(
-        base_url, "single_barrier?bugs=forget_phase_toggle&step=13", "lesson-single-barrier.html")
+        base_url, "single_barrier?bugs=forget_phase_toggle&step=12", "lesson-single-barrier.html")
     assert response.headers["content-disposition"] == (
         'attachment; filename="single_barrier-forget_phase_toggle.html"')
     context, page, requests, errors = offline_page(browser)
     page.goto(path.as_uri())
     expect(page.locator("#inspector")).to_have_attribute("data-ready", "true")
-    expect_step(page, 13)
+    expect_step(page, 12)
     page.keyboard.press("ArrowRight")
-    expect_step(page, 14)
+    expect_step(page, 13)
     expect(page.locator('[data-barrier="bar"]')).to_have_attribute("data-tx-count", "3072")
     expect(page.locator("[data-callout]")).to_contain_text("look at the byte bar")
     expect(page.locator('[data-diagnostic="stale_wait"]')).to_be_visible()
-    shot(page, "export-file-step-14")
+    shot(page, "export-file-step-13")
     page.keyboard.press("ArrowLeft")
-    expect_step(page, 13)
-    page.locator('[data-control="scrubber"]').fill("20")
-    expect_step(page, 20)
+    expect_step(page, 12)
+    page.locator('[data-control="scrubber"]').fill("5")
+    expect_step(page, 5)
     page.locator('[data-control="speed"]').select_option("30")
     page.locator('[data-action="play"]').click()
-    expect(page.locator(".counter")).to_have_attribute("data-step", "28")
-    expect(page.locator(".status-pill")).to_have_attribute("data-status", "done_with_diagnostics")
+    expect(page.locator(".counter")).to_have_attribute("data-step", "17")
+    expect(page.locator(".status-pill")).to_have_attribute("data-status", "undefined_behavior")
     # Without the controls panel the keys still step (and no [data-step] counter is drawn).
     bare, _ = export_file(base_url, "single_barrier?panels=barriers,timeline&step=2",
                           "lesson-bare.html")
@@ -267,12 +267,12 @@ def test_prediction_mode_asks_then_reveals_and_keeps_score(page):
 
 
 def test_prediction_asks_about_a_stale_wait_in_an_embed(page):
-    page.goto("/embed/single_barrier?bugs=forget_phase_toggle&step=13&predict=1&panels=barriers,controls")
-    expect_step(page, 13)
+    page.goto("/embed/single_barrier?bugs=forget_phase_toggle&step=12&predict=1&panels=barriers,controls")
+    expect_step(page, 12)
     page.locator('[data-action="step"]').click()
     expect(page.locator("[data-predict]")).to_have_attribute("data-predict", "wait")
     page.locator('[data-choice="stale"]').click()
-    expect_step(page, 14)
+    expect_step(page, 13)
     expect(page.locator("[data-predict-result]")).to_have_attribute("data-predict-result", "right")
 
 
@@ -356,16 +356,16 @@ def test_challenge_break_it_then_beat_the_checker(page, base_url):
     expect(box).to_contain_text("Goal:")
     expect(page.locator("#manual-mode")).to_be_checked()
     expect(box.locator("[data-shortest]")).to_have_count(0)  # not revealed yet
-    for i, mover in enumerate(challenge_moves(base_url, "forget_phase_toggle")[:14], start=1):
+    for i, mover in enumerate(challenge_moves(base_url, "forget_phase_toggle")[:13], start=1):
         page.locator(f'[data-run="main"] button[data-mover="{mover}"]').click()
         expect_step(page, i)
-        if i < 14:
+        if i < 13:
             expect(box.locator(".moves")).to_have_attribute("data-moves", str(i))
     expect(box.locator("[data-challenge-result]")).to_have_attribute("data-challenge-result", "won")
-    expect(box).to_contain_text("stale_wait at step 14")
+    expect(box).to_contain_text("stale_wait at step 13")
     shortest = box.locator("[data-shortest]")
     expect(shortest).to_have_attribute("data-shortest", re.compile(r"^\d+$"))
-    assert int(shortest.get_attribute("data-shortest")) <= 14
+    assert int(shortest.get_attribute("data-shortest")) <= 13
     shot(page, "challenge-won")
 
 
@@ -378,7 +378,7 @@ def test_challenge_give_up_shows_the_checker_schedule(page):
     expect(result).to_have_attribute("data-challenge-result", "gave-up")
     expect(box.locator("[data-shortest]")).to_be_visible()
     box.get_by_role("button", name="Load the checker's schedule").click()
-    expect(page.locator('[data-run="main"] [data-diagnostic].now')).to_be_visible()
+    expect(page.locator('[data-run="main"] [data-diagnostic="deadlock"].now')).to_be_visible()
 
 
 # ---------------------------------------------------------------------- downloads

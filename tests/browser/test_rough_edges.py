@@ -195,7 +195,7 @@ def test_10_catalogue_never_scrolls_sideways(browser, base_url, width):
     context = browser.new_context(viewport={"width": width, "height": 900}, base_url=base_url)
     page = context.new_page()
     page.goto("/")
-    expect(page.locator(".scenario-card")).to_have_count(4)
+    expect(page.locator(".scenario-card")).to_have_count(5)
     expect(page.locator("#replay-list .replay-card").first).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     shot(page, f"catalogue-{width}")
@@ -319,9 +319,12 @@ def test_19_manual_mode_and_speed_survive_reload_and_compare_keeps_the_step(page
 
 
 def test_json_download_on_every_inspector_and_compare_takes_the_parameters(page, base_url):
-    for scenario in ("single_barrier", "double_buffer_tma", "kloop_tma_mma", "proxy_fence_store"):
+    for scenario in ("single_barrier", "double_buffer_tma", "cluster_multicast", "kloop_tma_mma",
+                     "proxy_fence_store"):
         open_inspector(page, f"/scenarios/{scenario}")
-        href = page.locator('[data-download="json"]').get_attribute("href")
+        link = page.locator('[data-download="json"]')
+        expect(link).to_have_attribute("href", re.compile(r"^/api/v1/"))
+        href = link.get_attribute("href")
         doc = httpx.get(base_url + href).json()
         assert doc["scenario"]["id"] == scenario
     page.goto("/compare/double_buffer_tma?stages=3&tiles=5&bugs=consumer_skips_release")

@@ -4,7 +4,6 @@
 // stage = i mod S, parity = (i / S) mod 2 (the producer waits the opposite parity).
 
 import {h, replay, setAttr, setText} from "../dom.js";
-import {waitRule} from "../layout.js";
 
 const ROLE_TEXT = {full: "full: the tile has landed", empty: "empty: the stage is free",
                    accum: "accumulator ready", bar: "one mbarrier"};
@@ -74,32 +73,35 @@ function renderCard(entry, barrier, layout, waiters) {
   card.classList.toggle("has-waiters", waiting.length > 0);
 }
 
-/** One line per waiting agent: its tile i, the stage and parity the protocol asks for, and
- *  whether its registers agree (they do not when a bug toggle broke the phase toggle). */
-function renderFormula(root, snapshot, layout) {
+/** One line per agent standing at a wait: the barrier and parity it asks for, and the parity
+ *  of the completion it needs, both as the trace gives them (`agent.wait`): the engine counts
+ *  the completions each wait needs, so nothing here depends on the scenario. The lines differ
+ *  when a bug broke the phase register. */
+function renderFormula(root, snapshot, record) {
   const rows = [];
-  const S = layout.stageCount;
+  const just = record && record.operands && "phases_needed" in record.operands ? record : null;
   for (const agent of snapshot.agents) {
-    const spec = layout.agents.find((a) => a.name === agent.name);
-    const rule = spec && waitRule(spec, layout);
-    if (!rule || agent.status === "done") continue;
-    const i = agent.iteration;
-    const stage = i % rule.S;
-    const lap = Math.floor(i / rule.S);
-    const parity = (lap % 2) ^ rule.flip;
-    const reg = agent.registers.phase;
-    const ok = reg === parity;
-    const parityText = rule.flip
-      ? `parity = (⌊i / S⌋ mod 2) ⊕ 1 = (⌊${i} / ${rule.S}⌋ mod 2) ⊕ 1 = ${parity}`
-      : `parity = ⌊i / S⌋ mod 2 = ⌊${i} / ${rule.S}⌋ mod 2 = ${parity}`;
+    let w = agent.wait;
+    let returned = false;
+    if (just && just.agent === agent.name) {
+      const {barrier, parity, phases_needed: needed} = just.operands;
+      w = {barrier, parity, phases_needed: needed, parity_needed: (((needed - 1) % 2) + 2) % 2};
+      returned = true;
+    }
+    if (!w) continue;
+    const ok = w.parity === w.parity_needed;
+    const needed = w.phases_needed;
+    const which = needed === 0 ? "no completion yet (its start state counts phase −1 as done)"
+      : `completion #${needed}, the end of phase ${needed - 1}`;
     rows.push(h("li", {class: ok ? "ok" : "bad", dataset: {agent: agent.name}},
-      h("b", {}, agent.name), ` waits on ${rule.barrier(i)} for tile i = ${i}: `,
-      h("span", {class: "math"}, `stage = i mod S = ${i} mod ${rule.S} = ${stage}`), " · ",
-      h("span", {class: "math"}, parityText), " · ",
-      h("span", {class: "verdict"}, ok ? `phase register ${reg} ✓`
-        : `phase register ${reg} ✗ (the protocol needs ${parity})`)));
+      h("b", {}, agent.name), returned ? ` just waited on ${w.barrier} with parity ${w.parity}: `
+        : ` waits on ${w.barrier} with parity ${w.parity}: `,
+      h("span", {class: "math"}, `it needs ${which}`), " · ",
+      h("span", {class: "math"}, `parity = (${needed} − 1) mod 2 = ${w.parity_needed}`), " · ",
+      h("span", {class: "verdict"}, ok ? `phase register ${w.parity} ✓`
+        : `phase register ${w.parity} ✗ (the wait needs parity ${w.parity_needed})`)));
   }
-  root.replaceChildren(...(rows.length ? [h("p", {class: "formula-title"}, `S = ${S} stage${S === 1 ? "" : "s"}`),
+  root.replaceChildren(...(rows.length ? [h("p", {class: "formula-title"}, "The waits, as the barrier sees them"),
     h("ul", {}, rows)] : []));
   root.hidden = rows.length === 0;
 }
@@ -128,7 +130,7 @@ export function render(root, frame, layout) {
     if (entry) renderCard(entry, barrier, layout, waiters);
   });
   groupCards(root, frame, waiters);
-  if (formula) renderFormula(formula, frame.snapshot, layout);
+  if (formula) renderFormula(formula, frame.snapshot, frame.record);
 }
 
 const MANY = 8;
