@@ -416,8 +416,40 @@ def parse(text: str) -> Module:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
-        raise _syntax_error(text, err) from None
+        raise (_missing_semicolon(text, err) or _syntax_error(text, err)) from None
     return ToAst().transform(tree)
+
+
+def _missing_semicolon(text: str, err: UnexpectedInput) -> PipelineError | None:
+    """The commonest slip: a line without its `;`, which the parser only notices on a later
+    line. If a `;` at the end of the code line before the error lets the parse go further, that
+    is the error to report."""
+    pos = getattr(err, "pos_in_stream", None)
+    if pos is None and isinstance(err, UnexpectedToken):
+        pos = err.token.start_pos
+    if pos is None:
+        return None
+    before = _end_of_previous(text, text.rfind("\n", 0, pos) + 1)
+    if before is None:
+        return None
+    line, column = before
+    starts = [0]
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            starts.append(i + 1)
+    at = starts[line - 1] + column - 1
+    if text[at - 1:at] in (";", "{", "}", ",", "(", "["):
+        return None
+    try:
+        _parser().parse(text[:at] + ";" + text[at:])
+    except UnexpectedInput as again:
+        later = getattr(again, "pos_in_stream", None)
+        if later is None and isinstance(again, UnexpectedToken):
+            later = again.token.start_pos
+        if later is None or later <= pos + 1:
+            return None
+    return PipelineError("a `;` is missing at the end of this line", line, column,
+                         hint="every declaration and instruction ends with `;`")
 
 
 def _syntax_error(text: str, err: UnexpectedInput) -> PipelineError:

@@ -24,8 +24,6 @@ from app.lang.errors import ParamError, PipelineError
 from app.sim.config import BUG_TOGGLES, PipelineConfig
 
 HERE = Path(__file__).parent
-ORDER = ("single_barrier", "double_buffer_tma", "cluster_multicast", "kloop_tma_mma",
-         "proxy_fence_store")
 
 PARAM_NAMES = ("stages", "tiles", "tile_bytes", "chunk_bytes", "consumers")
 """The built-ins' parameter names: what `GET /traces/{id}` accepts as query parameters
@@ -127,15 +125,14 @@ def from_source(source: str) -> Scenario:
 @cache
 def catalogue() -> dict[str, Scenario]:
     """Every built-in scenario by id, in a stable order."""
-    out = {}
+    out = []
     for path in sorted(HERE.glob("*.json")):
         data = json.loads(path.read_text())
-        out[data["id"]] = Scenario(
+        out.append((data.get("order", 99), data["id"], Scenario(
             id=data["id"], title=data["title"], summary=data["summary"], lesson=data["lesson"],
             source=(HERE / data["source"]).read_text(), gpu=data.get("gpu", False),
-        )
-    return {k: out[k] for k in sorted(out, key=lambda k: (ORDER.index(k) if k in ORDER else 99,
-                                                          k))}
+        )))
+    return {sid: scenario for _, sid, scenario in sorted(out, key=lambda x: x[:2])}
 
 
 def get(scenario_id: str) -> Scenario:

@@ -112,3 +112,36 @@ def test_a_loop_without_an_instruction_is_refused():
 def test_source_over_64_kib_is_refused_before_parsing():
     err = error_of("// " + "x" * 70_000)
     assert err.limit == "source"
+
+
+@pytest.mark.parametrize("scenario_id", ["single_barrier", "double_buffer_tma",
+                                         "cluster_multicast", "kloop_tma_mma",
+                                         "proxy_fence_store"])
+def test_a_syntax_error_on_any_line_is_reported_on_that_line(scenario_id):
+    lines = get(scenario_id).source.splitlines()
+    checked = 0
+    for n, line in enumerate(lines, start=1):
+        if not line.strip() or line.strip().startswith("//"):
+            continue
+        broken = "\n".join(lines[:n - 1] + ["@" + line] + lines[n:])
+        err = error_of(broken)
+        assert (err.line, err.column) == (n, 1), (n, err.message)
+        assert err.message == "unexpected character `@`"
+        checked += 1
+    assert checked > 10
+
+
+def test_the_api_names_the_line_of_a_syntax_error():
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    text = RING.replace("cp.async.bulk.commit_group;", "cp.async.bulk.commit_group")
+    with TestClient(create_app()) as client:
+        response = client.post("/api/v1/pipelines/validate", json={"source": text})
+    assert response.status_code == 422
+    detail = response.json()["detail"][0]
+    assert detail["loc"] == ["body", "source"]
+    line = text.splitlines()[detail["line"] - 1]
+    assert line.strip() == "cp.async.bulk.commit_group"
+    assert detail["msg"] == "a `;` is missing at the end of this line"

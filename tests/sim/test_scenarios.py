@@ -172,3 +172,15 @@ def test_single_barrier_phase_toggles_0_1_0_over_three_iterations():
     assert parities == [0, 1, 0]
     last = run.snapshot(run.total_steps)
     assert last["barriers"][0]["phase"] == 3 and last["barriers"][0]["parity"] == 1
+
+
+@pytest.mark.parametrize("scenario_id", ["double_buffer_tma", "kloop_tma_mma"])
+def test_a_short_announcement_shows_tx_mismatch_in_every_trace(scenario_id):
+    outcomes = set()
+    for seed in range(60):
+        run = run_of(scenario_id, ["expect_tx_short"], Schedule("random", seed=seed),
+                     stages=2, tiles=3)
+        kinds = [d["kind"] for d in run.diagnostics]
+        assert kinds and kinds[0] == "tx_mismatch", (seed, kinds)
+        outcomes.add("partial_read" if "partial_read" in kinds else run.status)
+    assert {"partial_read", "deadlock"} <= outcomes, outcomes
