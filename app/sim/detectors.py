@@ -48,8 +48,11 @@ def deadlock_diagnostics(m) -> list[Diagnostic]:
             b = m.barrier_names.index(waiting["barrier"])
             barrier = m.barriers[b]
             first_barrier = first_barrier or waiting["barrier"]
+            tx = barrier.tx_count
+            bytes_text = (f"{tx} bytes pending" if tx >= 0
+                          else f"{-tx} bytes landed beyond what was announced")
             why = (f"its parity is {barrier.phase & 1}, {barrier.pending_arrivals} arrivals "
-                   f"and {barrier.tx_count} bytes pending")
+                   f"pending and {bytes_text}")
             needed = waiting.get("phases_needed")
             if needed is not None and barrier.phase >= needed:
                 why += (f"; the completion it needs already happened ({barrier.phase} phases "

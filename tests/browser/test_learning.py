@@ -97,7 +97,8 @@ def test_callouts_of_the_guided_tour_follow_the_step(page):
 def test_each_built_in_lesson_pins_callouts_to_real_steps(base_url):
     """Every callout's step exists in the run it was written for, and the steps named in the
     text happen there (the wait, the diagnostic)."""
-    for scenario in ("single_barrier", "double_buffer_tma", "kloop_tma_mma", "proxy_fence_store"):
+    for scenario in ("single_barrier", "double_buffer_tma", "cluster_multicast", "kloop_tma_mma",
+                     "proxy_fence_store"):
         lesson = httpx.get(f"{base_url}/lessons/{scenario}").json()
         assert len(lesson["callouts"]) >= 5, scenario
         for bugs in {tuple(c.get("bugs", [])) for c in lesson["callouts"]}:
