@@ -522,8 +522,8 @@ def config_of(raw: dict):
 
 def replay(raw: dict, cta: int = 0) -> GpuOrderReplay:
     """Drive the engine by CTA `cta`'s log; stops at the first divergence."""
-    cfg = config_of(raw)
     per_agent = gpu_records(raw, cta)
+    cfg = config_of(raw)
     if len(per_agent) != len(cfg.program.agents):
         raise ReplayError(f"the log has {len(per_agent)} agents; the pipeline "
                           f"{len(cfg.program.agents)}")
