@@ -4,6 +4,7 @@ toggles and launch, run in its own child process (a trap takes only that one dow
     python -m app.capture.gen_capture --out traces/raw            # every entry (needs a GPU)
     python -m app.capture.gen_capture --only gen_single_barrier --out /tmp/x
     python -m app.capture.gen_capture --sources-only --out /tmp/x  # the .cu files, no GPU
+    python -m app.capture.gen_capture --pipeline my_ring.pipe --param stages=3 --bugs b --out x
 
 For each entry NAME it writes NAME.raw.json (the raw log, format v2) and NAME.cu (the kernel that
 ran) into the output folder; `app.replay.gpu_order` replays a raw log in the GPU's order.
@@ -58,6 +59,9 @@ def _entries() -> list[GenCapture]:
         launch = {"ctas": 1, **may_trap} if bug in traps else {"ctas": SM_COUNT}
         out.append(GenCapture(f"gen_double_buffer_tma_{bug}", "double_buffer_tma",
                               {**ring, "consumers": consumers}, [bug], **launch))
+    for bug in sorted(traps):  # with one stage the second arrive comes within microseconds
+        out.append(GenCapture(f"gen_double_buffer_tma_1stage_{bug}", "double_buffer_tma",
+                              {"stages": 1, "tiles": 8}, [bug], ctas=1, **may_trap))
     out.append(GenCapture("gen_double_buffer_tma_1stage_forget_phase_toggle",
                           "double_buffer_tma", {"stages": 1, "tiles": 8}, ["forget_phase_toggle"],
                           ctas=SM_COUNT))
@@ -71,10 +75,41 @@ def _entries() -> list[GenCapture]:
                           ctas=SM_COUNT))
     out.append(GenCapture("gen_copy_per_chunk_expect_tx_short", _pipe("copy_per_chunk"),
                           {"tiles": 8}, ["expect_tx_short"], ctas=SM_COUNT))
+    # With records copied out before every arrive, these did not trap on the H200 (1 CTA, or
+    # 132 CTAs all logging); with 132 CTAs of which CTA 0 logs each record at once, they do:
+    # CTA 0's log is then the consistent prefix of a run that a CTA ended with a trap.
+    for bug in sorted(traps):
+        out.append(GenCapture(f"gen_double_buffer_tma_{bug}_132ctas", "double_buffer_tma",
+                              {**ring}, [bug], ctas=SM_COUNT, flush_every=1))
+    out.append(GenCapture("gen_alternate_tiles", _pipe("alternate_tiles"), {"tiles": 12},
+                          ctas=SM_COUNT))
+    out.append(GenCapture("gen_alternate_tiles_forget_phase_toggle", _pipe("alternate_tiles"),
+                          {"tiles": 12}, ["forget_phase_toggle"], ctas=1, **may_trap))
     return out
 
 
 CAPTURES: dict[str, GenCapture] = {c.name: c for c in _entries()}
+
+
+def keep_trapping_cta(raw: dict) -> dict:
+    """A trap ends every CTA; of a log of many CTAs keep CTA 0 and the first CTA whose next
+    move in the engine is the undefined behaviour that trapped (`replay_cta`), so the raw log
+    stays small. `kept_ctas` says which CTAs' records remain."""
+    from app.replay.gpu_order import replay
+
+    found = None
+    for cta in sorted({r[0] for r in raw["records"]}):
+        state = replay(raw, cta)
+        if state.divergence is None and any("engine's next move" in n for n in state.notes):
+            found = cta
+            break
+    keep = {0} if found is None else {0, found}
+    raw = dict(raw)
+    raw["records"] = [r for r in raw["records"] if r[0] in keep]
+    raw["kept_ctas"] = sorted(keep)
+    if found is not None:
+        raw["replay_cta"] = found
+    return raw
 
 
 def write_json(path: Path, doc: dict) -> None:
@@ -86,23 +121,43 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.capture.gen_capture",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated capture names")
+    parser.add_argument("--pipeline", default="",
+                        help="capture this pipeline instead: a built-in id or a .pipe file")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--bugs", default="", help="comma-separated bug toggles (--pipeline)")
+    parser.add_argument("--ctas", type=int, default=1, help="CTAs launched (--pipeline)")
+    parser.add_argument("--name", default="", help="the capture's name (--pipeline)")
     parser.add_argument("--out", required=True, help="folder for NAME.raw.json and NAME.cu")
     parser.add_argument("--sources-only", action="store_true", help="write the .cu files only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    names = [n for n in args.only.split(",") if n] or list(CAPTURES)
-    unknown = [n for n in names if n not in CAPTURES]
+    captures = dict(CAPTURES)
+    if args.pipeline:
+        path = Path(args.pipeline)
+        text = path.read_text() if path.suffix == ".pipe" else args.pipeline
+        params = {}
+        for item in args.param:
+            key, _, value = item.partition("=")
+            params[key] = int(value)
+        name = args.name or f"gen_{path.stem if path.suffix == '.pipe' else args.pipeline}"
+        captures = {name: GenCapture(name, text, params,
+                                     [b for b in args.bugs.split(",") if b],
+                                     ctas=args.ctas, flush_before_arrive=True)}
+    names = [n for n in args.only.split(",") if n] or list(captures)
+    unknown = [n for n in names if n not in captures]
     if unknown:
         parser.error(f"unknown capture(s): {', '.join(unknown)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     failures = 0
     for name in names:
-        cap = CAPTURES[name]
+        cap = captures[name]
         (out / f"{name}.cu").write_text(plan(cap).cuda)
         if args.sources_only:
             continue
         raw = capture(cap)
+        if raw.get("error") and cap.log_ctas > 1:
+            raw = keep_trapping_cta(raw)
         write_json(out / f"{name}.raw.json", raw)
         error = raw.get("error")
         log.info("%s: %d records, %s ms, error=%s", name, len(raw.get("records", [])),

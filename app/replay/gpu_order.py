@@ -133,6 +133,7 @@ class GpuOrderReplay:
     gpu_status: str = "done"
     notes: list[str] = field(default_factory=list)
     reordered: int = 0
+    cta: int = 0
 
     def mark(self) -> tuple:
         """What `restore` needs to come back to this point."""
@@ -465,8 +466,9 @@ class GpuOrderReplay:
         if grid > 1:
             # A trap in any CTA ends them all: CTA 0's log is a consistent prefix of its run.
             self.notes.append(f"the H200 trapped ({error.get('name')}) with {grid} CTAs "
-                              "running; CTA 0's next move is defined, so another CTA trapped: "
-                              "what CTA 0 logged agrees with the engine up to where it stopped")
+                              f"running; CTA {self.cta}'s next move is defined, so another CTA "
+                              f"trapped: what CTA {self.cta} logged agrees with the engine up to "
+                              "where it stopped")
             return
         raise Divergence(f"the kernel trapped ({error.get('name')}); no next move in the "
                          "engine is undefined behaviour")
@@ -527,7 +529,7 @@ def replay(raw: dict, cta: int = 0) -> GpuOrderReplay:
     if len(per_agent) != len(cfg.program.agents):
         raise ReplayError(f"the log has {len(per_agent)} agents; the pipeline "
                           f"{len(cfg.program.agents)}")
-    state = GpuOrderReplay(raw, cfg, Run(cfg, Schedule("manual")))
+    state = GpuOrderReplay(raw, cfg, Run(cfg, Schedule("manual")), cta=cta)
     order = merged(per_agent)
     state.records = len(order)
     marks: list[tuple] = []
@@ -581,5 +583,7 @@ def _reorder(state: GpuOrderReplay, order: list[GpuRecord], i: int,
 
 
 def conformance(raw: dict) -> dict:
-    """`{"matches", "first_divergence", ...}` for a generated kernel's raw log."""
-    return replay(raw).summary()
+    """`{"matches", "first_divergence", ...}` for a generated kernel's raw log: the CTA it names
+    in `replay_cta` (the one that trapped, in a log of many CTAs), else CTA 0."""
+    cta = int(raw.get("replay_cta", 0))
+    return {**replay(raw, cta).summary(), "cta": cta}
