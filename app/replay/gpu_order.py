@@ -134,17 +134,22 @@ class GpuOrderReplay:
     notes: list[str] = field(default_factory=list)
     reordered: int = 0
     cta: int = 0
+    step_clock: list[int] = field(default_factory=list)
+    """Per engine step, the clock (`%clock64`) of the GPU record that made or needed it."""
+    clock: int = 0
 
     def mark(self) -> tuple:
         """What `restore` needs to come back to this point."""
         return (self.run.total_steps, len(self.moves), self.checked, self.landings, self.held,
-                len(self.observations), self.gpu_status, len(self.notes))
+                len(self.observations), self.gpu_status, len(self.notes), self.clock)
 
     def restore(self, mark: tuple) -> None:
-        steps, moves, checked, landings, held, observations, status, notes = mark
+        steps, moves, checked, landings, held, observations, status, notes, clock = mark
         if self.run.total_steps != steps:
             self.run.truncate(steps)
         del self.moves[moves:]
+        del self.step_clock[steps:]
+        self.clock = clock
         self.checked, self.landings, self.held = checked, landings, held
         del self.observations[observations:]
         self.gpu_status = status
@@ -167,6 +172,7 @@ class GpuOrderReplay:
             number = m.resolve(name)
         record = self.run.append(number)
         self.moves.append(name)
+        self.step_clock.append(self.clock)
         return record
 
     def agent_index(self, slot: int) -> int:
@@ -266,6 +272,7 @@ class GpuOrderReplay:
         m = self.m
         a = self.agent_index(rec.slot)
         name = m.agents[a].name
+        self.clock = max(self.clock, rec.key)
         if rec.kind == "start":
             return
         if rec.kind == "end":
@@ -490,6 +497,34 @@ class GpuOrderReplay:
                        "engine": self.run.status if self.run else None},
             "notes": self.notes,
         }
+
+
+def document(state: GpuOrderReplay, snapshots: bool = True) -> dict:
+    """The replay as a trace document (docs/trace-format.md) whose `source` says it came from
+    the GPU: the engine's steps in the GPU's order, each with `time_ns` from its record's clock
+    (1.98 GHz; inferred landings take the time of the observation that needed them), what the
+    hardware returned (`source.observed`) and `source.conformance`."""
+    raw = state.raw
+    doc = state.run.document(snapshots=snapshots)
+    ghz = CLOCK_GHZ
+    first = min((c for c in state.step_clock if c), default=0)
+    for step in doc["steps"]:
+        clock = state.step_clock[step["step"] - 1] if step["step"] <= len(state.step_clock) \
+            else state.clock
+        step["time_ns"] = int(max(0, clock - first) / ghz)
+    doc["source"] = {
+        "kind": "gpu", "engine": doc["source"]["engine"], "generator": raw.get("generator"),
+        "capture": raw.get("name"), "kernel": f"traces/raw/{raw.get('name')}.cu",
+        "cta": state.cta, "device": raw.get("device", {}), "captured_at": raw.get("captured_at"),
+        "launch": raw.get("launch", {}), "error": raw.get("error"), "clock_ghz": ghz,
+        "observed": state.observations, "conformance": state.summary(),
+    }
+    doc["scenario"] = {**doc["scenario"], "id": (raw.get("pipeline") or {}).get("id")}
+    return doc
+
+
+CLOCK_GHZ = 1.98
+"""`%clock64` rate of the H200's SMs while the captures ran (docs/gpu-capture.md)."""
 
 
 def _bits(mask: int) -> str:

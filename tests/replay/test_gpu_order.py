@@ -166,3 +166,50 @@ def test_a_log_that_is_not_a_generated_kernels_is_refused():
     old = json.loads((RAW / "single_barrier.raw.json").read_text())
     with pytest.raises(ReplayError, match="format v2"):
         replay(old)
+
+
+# ------------------------------------------------------------------------- trace documents
+
+
+def test_the_store_knows_every_kind_the_schema_names():
+    from app.replay.store import DIAGNOSTIC_KINDS, EVENT_KINDS, trace_schema
+
+    defs = trace_schema()["$defs"]
+    assert set(defs["diagnostic"]["properties"]["kind"]["enum"]) == DIAGNOSTIC_KINDS
+    assert set(defs["event"]["properties"]["kind"]["enum"]) == EVENT_KINDS
+
+
+@pytest.mark.parametrize("path", LOGS, ids=_name)
+def test_a_replay_is_a_valid_gpu_trace_document(path):
+    from app.replay.gpu_order import document
+    from app.replay.store import validate_trace
+
+    raw = json.loads(path.read_text())
+    state = replay(raw, int(raw.get("replay_cta", 0)))
+    doc = validate_trace(document(state, snapshots=False))
+    assert doc["source"]["kind"] == "gpu"
+    assert doc["source"]["conformance"]["matches"] is True
+    times = [s["time_ns"] for s in doc["steps"]]
+    assert times == sorted(times)
+    assert doc["source"]["kernel"] == f"traces/raw/{_name(path)}.cu"
+    assert (RAW / f"{_name(path)}.cu").exists()
+
+
+def test_a_trap_is_explained_by_the_engines_next_move():
+    # The 1-stage producer_skips_empty_wait capture did not trap on the H200; cut its log where
+    # the producer's second arrive.expect_tx would come and say the kernel trapped there.
+    raw = copy.deepcopy(_raw("gen_double_buffer_tma_1stage_producer_skips_empty_wait"))
+    producer = [r for r in raw["records"] if r[1] == 0][:3]  # start, arrive.expect_tx, load
+    assert [KIND_CODE_NAMES[r[4] & 0xFF] for r in producer] == ["start", "arrive_expect_tx",
+                                                              "load"]
+    consumer = [r for r in raw["records"] if r[1] == 1][:1]  # start
+    raw["records"] = producer + consumer
+    raw["error"] = {"name": "cudaErrorLaunchFailure", "message": "unspecified launch failure"}
+    report = conformance(raw)
+    assert report["matches"], report["first_divergence"]
+    assert report["status"]["gpu"] == "hardware_trap"
+    assert report["status"]["engine"] == "undefined_behavior"
+    assert any("next move by producer is over_arrival" in n for n in report["notes"])
+
+
+KIND_CODE_NAMES = {code: name for name, code in KIND_CODE.items()}
