@@ -204,3 +204,25 @@ def test_from_source_pipelines_generate():
     cfg = scenario.resolve({"stages": 2, "tiles": 3}, [])
     text = generate(cfg.program, "release_behind", dict(cfg.params))
     assert text.count("bounded_wait_parity(") >= 3  # the producer's and the consumer's two
+
+
+# ------------------------------------------------------------------------------- the CLI
+
+
+def test_the_capture_command_refuses_what_hopper_cannot_run(tmp_path, capsys):
+    from app.capture.cli import main as cli
+
+    out = str(tmp_path / "x.json")
+    assert cli(["capture", "kloop_tma_mma", "--out", out]) == 2
+    assert "tcgen05" in capsys.readouterr().err
+    assert cli(["capture", "cluster_multicast", "--out", out]) == 2
+    assert "cluster launch" in capsys.readouterr().err
+    assert cli(["capture", "no_such_pipeline", "--out", out]) == 2
+    assert "neither a built-in" in capsys.readouterr().err
+    pipe = Path(__file__).resolve().parents[2] / "app" / "capture" / "pipelines"
+    assert cli(["capture", str(pipe / "release_behind.pipe"), "--param", "stages", "--out",
+                out]) == 2
+    assert "NAME=INTEGER" in capsys.readouterr().err
+    assert cli(["capture", str(pipe / "release_behind.pipe"), "--param", "stages=99", "--out",
+                out]) == 2
+    assert "stages" in capsys.readouterr().err
