@@ -32,10 +32,20 @@ import heapq
 from dataclasses import dataclass, field
 
 from app.capture.codegen import KIND_NAME, RECORD_WORDS
-from app.sim.copies import LOAD, OP_AGENT, OP_DIR, OP_NEXT, OP_STAGE, OP_TILE, STORE
+from app.sim.copies import (
+    LOAD,
+    OP_AGENT,
+    OP_DIR,
+    OP_NEXT,
+    OP_STAGE,
+    OP_TILE,
+    OP_WRITING,
+    STORE,
+)
 from app.sim.machine import DONE, RUNNING, UNDEFINED, Machine, MoveError
 from app.sim.program import Line
 from app.sim.schedule import Schedule
+from app.sim.smem import TILE_SPAN
 from app.sim.trace import Run
 
 OBSERVATIONS = ("wait_parity", "wait_token", "ld_shared", "ld_global", "wait_group")
@@ -137,19 +147,23 @@ class GpuOrderReplay:
     step_clock: list[int] = field(default_factory=list)
     """Per engine step, the clock (`%clock64`) of the GPU record that made or needed it."""
     clock: int = 0
+    stored: dict = field(default_factory=dict)
+    """Engine tile id of each store destination -> {chunk: tile id the store read there}."""
 
     def mark(self) -> tuple:
         """What `restore` needs to come back to this point."""
         return (self.run.total_steps, len(self.moves), self.checked, self.landings, self.held,
-                len(self.observations), self.gpu_status, len(self.notes), self.clock)
+                len(self.observations), self.gpu_status, len(self.notes), self.clock,
+                {k: dict(v) for k, v in self.stored.items()})
 
     def restore(self, mark: tuple) -> None:
-        steps, moves, checked, landings, held, observations, status, notes, clock = mark
+        steps, moves, checked, landings, held, observations, status, notes, clock, stored = mark
         if self.run.total_steps != steps:
             self.run.truncate(steps)
         del self.moves[moves:]
         del self.step_clock[steps:]
         self.clock = clock
+        self.stored = {k: dict(v) for k, v in stored.items()}
         self.checked, self.landings, self.held = checked, landings, held
         del self.observations[observations:]
         self.gpu_status = status
@@ -170,6 +184,11 @@ class GpuOrderReplay:
         name = m.moves()[number]
         if m.resolve(name) != number:  # two copies of one name: the oldest moves first
             number = m.resolve(name)
+        k = number - m.n_agents - 1
+        if 0 <= k < len(m.tma) and m.tma[k][OP_DIR] == STORE and not m.tma[k][OP_WRITING]:
+            op = m.tma[k]  # a store reads a chunk: what it will write to global memory
+            chunk = op[OP_NEXT]
+            self.stored.setdefault(op[OP_TILE], {})[chunk] = m.chunks[op[OP_STAGE]][chunk][0]
         record = self.run.append(number)
         self.moves.append(name)
         self.step_clock.append(self.clock)
@@ -399,7 +418,7 @@ class GpuOrderReplay:
                       if op[OP_DIR] == STORE and op[OP_AGENT] == a]
             if not stores:
                 break
-            self.move(m.n_agents + 1 + stores[0])
+            self.store_step(stores[0])
         self.step_agent(a)
 
     # --------------------------------------------------------------------------------- ends
@@ -429,8 +448,12 @@ class GpuOrderReplay:
         for _ in range(1_000_000):
             if m.status != RUNNING or not m.tma:
                 break
-            self.move(m.n_agents + 1)
+            if m.tma[0][OP_DIR] == STORE:
+                self.store_step(0)
+            else:
+                self.move(m.n_agents + 1)
             self.stop_if_ended()
+        self.check_stores()
         if self.gpu_status == "deadlock":
             if m.status == DONE:
                 raise Divergence("agents timed out on the GPU; the engine finished the run")
@@ -440,6 +463,76 @@ class GpuOrderReplay:
                        if m.current_line(i) is not None]
             raise Divergence(f"every agent finished on the GPU; in the engine "
                              f"{', '.join(blocked) or 'the run'} did not ({m.status})")
+
+    def gpu_stored(self, dst_tile: int) -> int | None:
+        """The engine id of the one tile whose words the GPU left in store destination
+        `dst_tile` (CTA 0's `dst` report), or None when unknown or mixed."""
+        dst = self.raw.get("dst") or {}
+        program = self.m.program
+        t, k = divmod(dst_tile, TILE_SPAN)
+        name = program.tensors[t][0]
+        if self.cta != 0 or name not in dst:
+            return None
+        found = dst[name]["cta0"][k]
+        if len(found) != 1:
+            return None
+        number = found[0][0]
+        tiles = self.raw["layout"]["tensor_tiles"]
+        for u, (_, elements, _) in enumerate(program.tensors):
+            if tiles[u] <= number < tiles[u] + elements:
+                return u * TILE_SPAN + number - tiles[u]
+        return None
+
+    def store_step(self, k: int) -> None:
+        """A bulk store reads its next chunk; where the GPU's destination shows the store read a
+        tile still in flight in the engine, that tile's chunks land first."""
+        m = self.m
+        op = m.tma[k]
+        if not op[OP_WRITING]:
+            want = self.gpu_stored(op[OP_TILE])
+            stage, chunk = op[OP_STAGE], op[OP_NEXT]
+            for _ in range(100_000):
+                if want is None or m.chunks[stage][chunk][0] == want:
+                    break
+                ks = [i for i in self.loads(stage=stage, tile=want)
+                      if m.tma[i][OP_NEXT] <= chunk]
+                if not ks:
+                    break
+                self.land(ks[0])
+            k = m.tma.index(op)
+        self.move(m.n_agents + 1 + k)
+
+    def check_stores(self) -> None:
+        """What the bulk stores left in global memory (the runner's `dst` report of CTA 0)
+        against the tiles the engine's stores read out of shared memory."""
+        dst = self.raw.get("dst") or {}
+        if self.cta != 0 or not dst:
+            return
+        program = self.m.program
+        tiles = self.raw["layout"]["tensor_tiles"]
+        flagged = any(d["kind"] == "proxy_fence_missing" for d in self.run.diagnostics)
+        for t, (name, elements, _) in enumerate(program.tensors):
+            if name not in dst:
+                continue
+            for k in range(elements):
+                own = t * TILE_SPAN + k
+                chunks = self.stored.get(own)
+                engine = ({tiles[x // TILE_SPAN] + x % TILE_SPAN if x >= 0 else -1
+                           for x in chunks.values()} if chunks else {tiles[t] + k})
+                gpu = {tile for tile, _ in dst[name]["cta0"][k]}
+                self.checked += 1
+                agrees = gpu == engine
+                self.observations.append({
+                    "step": self.run.total_steps, "agent": None, "node": None,
+                    "what": f"{name}[{k}] in global memory", "gpu": sorted(gpu),
+                    "engine": sorted(engine), "agrees": agrees})
+                if not agrees and not flagged:
+                    raise Divergence(f"{name}[{k}] holds words of tiles {sorted(gpu)} on the "
+                                     f"GPU; the engine's stores wrote tiles {sorted(engine)}")
+                if not agrees:
+                    self.notes.append(f"{name}[{k}] holds tiles {sorted(gpu)}, not "
+                                      f"{sorted(engine)}: a store read shared memory that "
+                                      "threads wrote with no proxy fence (flagged)")
 
     def trap(self, error: dict) -> None:
         """The kernel trapped: the engine's next move by some agent must be undefined."""

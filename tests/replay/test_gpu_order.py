@@ -213,3 +213,15 @@ def test_a_trap_is_explained_by_the_engines_next_move():
 
 
 KIND_CODE_NAMES = {code: name for name, code in KIND_CODE.items()}
+
+
+def test_what_the_stores_left_in_global_memory_is_checked():
+    raw = _raw("gen_double_buffer_tma_2stage_1consumer")
+    state = replay(raw)
+    stored = [o for o in state.observations if o["what"].endswith("in global memory")]
+    assert len(stored) == 8 and all(o["agrees"] for o in stored)
+    doctored = copy.deepcopy(raw)
+    doctored["dst"]["out"]["cta0"][3] = [[2, 1024]]  # out[3] said to hold tile 2's words
+    report = conformance(doctored)
+    assert not report["matches"]
+    assert "out[3]" in report["first_divergence"]["why"]
