@@ -1,0 +1,278 @@
+"""Runs a generated pipeline kernel (`app.capture.codegen`) on a GPU and returns its raw log.
+
+A capture names a pipeline (a built-in id or a pipeline text), its parameters and bug toggles, and
+how to launch it. `plan()` compiles the pipeline exactly as the engine does and generates the CUDA
+source; `capture()` runs the launch in a child process (`python -m app.capture.gen_runner --child`)
+because a kernel that over-arrives traps and takes its CUDA context with it, while the log lives
+in mapped, pinned host memory and survives. The parent never imports CuPy. The raw log (format
+`mbarrier-inspector/raw-gpu-log`, version 2) carries the pipeline text itself, so the replay
+(`app.replay.gpu_order`) compiles the very program the kernel was generated from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import codegen as G
+
+RAW_FORMAT = "mbarrier-inspector/raw-gpu-log"
+RAW_VERSION = 2
+CLOCK_HZ_GUESS = 1.98e9
+COMPILE_OPTIONS = ("-std=c++17", "-arch=sm_90a")
+
+
+@dataclass
+class GenCapture:
+    """One capture of a generated kernel."""
+
+    name: str
+    pipeline: str
+    """A built-in scenario id, or a pipeline text (anything with a newline in it)."""
+    params: dict = field(default_factory=dict)
+    bugs: list[str] = field(default_factory=list)
+    ctas: int = 1
+    log_ctas: int = 1
+    timeout_us: float = 2000.0
+    flush_every: int = G.STAGE_RECORDS
+    """Records an agent stages before copying them to the host (1: each one at once)."""
+    flush_before_arrive: bool = False
+    """Copy staged records out before every arrive, where the kernel may trap (an arrive is what
+    traps): the trap then loses only the trapping arrive's record."""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    """What a capture runs: the compiled program, its CUDA source and the log's size."""
+
+    capture: GenCapture
+    scenario_id: str | None
+    source: str
+    sha256: str
+    params: dict
+    bugs: list[str]
+    program: object
+    cuda: str
+    layout: G.Layout
+    log_cap: int
+
+
+def resolve(pipeline: str, params: dict, bugs):
+    """(scenario id or None, pipeline text, PipelineConfig) as the engine would run it."""
+    from app.scenarios import from_source, get
+
+    if "\n" in pipeline:
+        scenario = from_source(pipeline)
+    else:
+        scenario = get(pipeline)
+    cfg = scenario.resolve(params, list(bugs))
+    return scenario.id, scenario.source, cfg
+
+
+def plan(cap: GenCapture) -> Plan:
+    """Compile the pipeline, generate its kernel and size its log (no GPU needed)."""
+    from app.sim.schedule import Schedule
+    from app.sim.trace import Run
+
+    scenario_id, source, cfg = resolve(cap.pipeline, cap.params, cap.bugs)
+    params = dict(cfg.params)
+    cuda = G.generate(cfg.program, title=scenario_id or cap.name, params=params, bugs=cfg.bugs)
+    # Size each agent's log from a simulated run: twice the longest agent's lines, and room.
+    run = Run.complete(cfg, Schedule("round_robin"), step_limit=200_000)
+    machine = run.machine_at(0)
+    counts = [0] * len(cfg.program.agents)
+    for move in run.choices:
+        if move < len(counts):
+            counts[move] += 1
+    del machine
+    cap_records = max(256, 2 * max(counts, default=0) + 64)
+    return Plan(cap, scenario_id, source, cfg.source_sha256, params, sorted(cfg.bugs),
+                cfg.program, cuda, G.layout(cfg.program), cap_records)
+
+
+def tagged_memory(lay: G.Layout, program, ctas: int):
+    """Global memory as the kernel expects it: word w of tile n holds (tag << 16) | w."""
+    import numpy as np
+
+    words = lay.gmem_cta_bytes // 4
+    mem = np.zeros((ctas, words), dtype=np.uint32)
+    for t, (_, elements, nbytes) in enumerate(program.tensors):
+        per = nbytes // 4
+        first = lay.tensor_offsets[t] // 4
+        tiles = np.arange(elements, dtype=np.uint64)[None, :] + lay.tensor_tiles[t]
+        base = (np.arange(ctas, dtype=np.uint64)[:, None] * lay.tiles_per_cta + tiles) & 0xFFFF
+        w = np.arange(per, dtype=np.uint64) & 0xFFFF
+        block = (base[:, :, None] << np.uint64(16)) | w[None, None, :]
+        mem[:, first:first + elements * per] = block.reshape(ctas, -1).astype(np.uint32)
+    return mem
+
+
+# ------------------------------------------------------------------------------- parent side
+
+
+def capture(cap: GenCapture, timeout_s: float = 180.0, python: str | None = None) -> dict:
+    """Run one capture in a child process; its raw log (with `error` set if it failed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "raw.json"
+        cmd = [python or sys.executable, "-m", "app.capture.gen_runner", "--child",
+               json.dumps(cap.as_dict()), str(out)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                  check=False)
+            returncode, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            returncode, stderr = None, f"the capture process ran past {timeout_s} s: {exc}"
+        if out.exists():
+            raw = json.loads(out.read_text())
+        else:
+            raw = {"format": RAW_FORMAT, "version": RAW_VERSION, "name": cap.name,
+                   "config": cap.as_dict(), "records": [], "summary": [],
+                   "error": {"name": "capture_process_died",
+                             "message": f"exit code {returncode}; stderr: {stderr[-2000:]}"}}
+        raw["child_exit_code"] = returncode
+        return raw
+
+
+# -------------------------------------------------------------------------------- child side
+
+
+def run_capture(cap: GenCapture) -> dict:
+    """Compile and launch the generated kernel in this process (needs CuPy and a Hopper GPU)."""
+    import cupy
+    import numpy as np
+
+    from .runner import MappedBuffer, _cuda_error_name, _evict_l2, device_info
+
+    p = plan(cap)
+    raw = _raw(p)
+    raw["device"] = device_info()
+    start = time.perf_counter()
+    fn = cupy.RawKernel(p.cuda, "pipeline_kernel", options=COMPILE_OPTIONS)
+    fn.compile()
+    raw["launch"]["compile_s"] = round(time.perf_counter() - start, 3)
+    n_agents = len(p.program.agents)
+    host_mem = tagged_memory(p.layout, p.program, cap.ctas)
+    gmem = cupy.asarray(host_mem)
+    log = MappedBuffer(max(1, cap.log_ctas) * n_agents * p.log_cap * G.RECORD_WORDS * 8)
+    summary = MappedBuffer(cap.ctas * n_agents * G.SUMMARY_WORDS * 4)
+    deadline = np.uint64(int(cap.timeout_us * 1e-6 * CLOCK_HZ_GUESS))
+    smem = p.layout.smem_bytes
+    if smem > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = smem
+    args = (gmem, np.uint64(log.device_ptr), np.uint64(summary.device_ptr),
+            np.uint32(cap.log_ctas), np.uint32(p.log_cap), deadline,
+            np.uint32(cap.flush_every), np.uint32(int(cap.flush_before_arrive)))
+    raw["launch"].update({"kernel": "pipeline_kernel", "grid": cap.ctas,
+                          "block": p.layout.threads, "smem_bytes": smem,
+                          "deadline_cycles": int(deadline), "log_cap": p.log_cap,
+                          "flush_every": cap.flush_every,
+                          "flush_before_arrive": cap.flush_before_arrive,
+                          "options": list(COMPILE_OPTIONS)})
+    _evict_l2()
+    cupy.cuda.Device(0).synchronize()
+    ev0, ev1 = cupy.cuda.Event(), cupy.cuda.Event()
+    raw["captured_at"] = _now()
+    try:
+        ev0.record()
+        fn((cap.ctas,), (p.layout.threads,), args, shared_mem=smem)
+        ev1.record()
+        ev1.synchronize()
+        raw["elapsed_ms"] = round(cupy.cuda.get_elapsed_time(ev0, ev1), 4)
+    except Exception as exc:  # a trap surfaces here as a CUDA runtime error
+        raw["error"] = {"name": _cuda_error_name(exc), "message": str(exc)}
+    words = log.view(np.uint64).reshape(max(1, cap.log_ctas), n_agents, p.log_cap,
+                                        G.RECORD_WORDS)
+    records = []
+    for cta in range(cap.log_ctas):
+        for slot in range(n_agents):
+            for rec in words[cta, slot]:
+                if int(rec[0]) == 0:
+                    break
+                records.append([cta, slot, *(int(w) for w in rec)])
+    raw["records"] = records
+    raw["summary"] = summary.view(np.uint32).reshape(cap.ctas, n_agents,
+                                                     G.SUMMARY_WORDS).tolist()
+    if raw["error"] is None:
+        raw["dst"] = _dst_report(cupy.asnumpy(gmem), host_mem, p)
+    return raw
+
+
+def _raw(p: Plan) -> dict:
+    cap = p.capture
+    return {
+        "format": RAW_FORMAT, "version": RAW_VERSION, "generator": "app.capture.codegen",
+        "name": cap.name,
+        "pipeline": {"id": p.scenario_id, "source": p.source, "sha256": p.sha256,
+                     "params": p.params, "bugs": p.bugs},
+        "config": cap.as_dict(),
+        "agents": [a.name for a in p.program.agents],
+        "layout": p.layout.as_dict(),
+        "kinds": dict(G.KIND_CODE),
+        "device": {}, "launch": {}, "captured_at": _now(), "error": None, "elapsed_ms": None,
+        "record_words": G.RECORD_WORDS, "records": [], "summary": [], "dst": None,
+    }
+
+
+def _dst_report(after, before, p: Plan) -> dict:
+    """Which tiles' words the written tensors hold: per element of CTA 0, the tile numbers
+    found (most words first), and over all CTAs how many elements changed."""
+    import numpy as np
+
+    lay = p.layout
+    out = {}
+    written = {line.args[0].array for a in p.program.agents for line in a.nodes
+               if getattr(line, "kind", None) == "store"}
+    for t, (name, elements, nbytes) in enumerate(p.program.tensors):
+        if name not in written:
+            continue
+        per = nbytes // 4
+        first = lay.tensor_offsets[t] // 4
+        block = after[:, first:first + elements * per].reshape(after.shape[0], elements, per)
+        orig = before[:, first:first + elements * per].reshape(before.shape[0], elements, per)
+        cta0 = []
+        for k in range(elements):
+            tags = (block[0, k] >> 16).astype(np.int64)
+            tiles = (tags - 0) & 0xFFFF
+            values, counts = np.unique(tiles, return_counts=True)
+            order = np.argsort(-counts)[:4]
+            cta0.append([[int(values[i]), int(counts[i])] for i in order])
+        changed = int((block != orig).any(axis=2).sum())
+        out[name] = {"cta0": cta0, "changed_all_ctas": changed,
+                     "elements_all_ctas": int(block.shape[0] * elements)}
+    return out
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _child(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="app.capture.gen_runner")
+    parser.add_argument("--child", nargs=2, metavar=("CAPTURE_JSON", "OUT"), required=True)
+    args = parser.parse_args(argv)
+    cap = GenCapture(**json.loads(args.child[0]))
+    try:
+        raw = run_capture(cap)
+    except Exception as exc:  # no GPU, no CuPy, a compile error: say so in the raw log
+        raw = {"format": RAW_FORMAT, "version": RAW_VERSION, "name": cap.name,
+               "config": cap.as_dict(), "records": [], "summary": [],
+               "error": {"name": type(exc).__name__, "message": str(exc)[-4000:]}}
+    Path(args.child[1]).write_text(json.dumps(raw))
+    sys.stdout.flush()
+    os._exit(0)  # a trapped context cannot be torn down cleanly
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))

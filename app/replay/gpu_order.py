@@ -1,0 +1,717 @@
+"""Replays a generated kernel's GPU log through the engine in the order the GPU ran it.
+
+A generated kernel (`app.capture.codegen`) logs every line each agent executed: the program node,
+the `%clock64` before and after it, and what the hardware returned (an arrive's token and its
+pending count, whether a bounded wait returned or gave up, which chunks of a stage held the words a
+read expected). This module turns that log into the engine's own moves and checks the engine
+against it:
+
+1. The logged lines of CTA 0 are merged into one order by clock: an operation that changes state
+   (arrive, copy issue, write) at the clock read *before* it, an observation (wait, read,
+   `wait_group`) at the clock read *after* it returned. All warps of a CTA share one SM's clock,
+   and an effect is always ordered before an observation that depends on it.
+2. Each logged line becomes a move of its agent in a `Run` (`Schedule("manual", moves=...)`): the
+   agent first steps over register-only lines (`++pipe_state;`, which are not logged) until it
+   stands on the logged node; standing anywhere else is a control-flow divergence.
+3. TMA landings, which no thread sees, are inferred between a copy's issue and the observation
+   that needs them: a wait that returned lands the fewest chunks that complete the phase, one at
+   a time; a read whose words were all right lands the chunks it read; an arrive whose token names
+   a later phase lands what completed the earlier one; a wait that gave up lands every chunk in
+   flight to its barrier as the H200 applies one bulk copy, in one piece (held complete-tx), and
+   the engine must still block there.
+4. At the end, agents the GPU finished must be able to finish; a kernel that trapped must have an
+   engine move that is undefined behaviour next; agents that timed out must stay blocked.
+
+`conformance(raw)` answers `{"matches": bool, "first_divergence": null | {"step", "why"}}` plus
+figures; `GpuOrderReplay.schedule` is the manual schedule that reproduces the run.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from app.capture.codegen import KIND_NAME, RECORD_WORDS
+from app.sim.copies import (
+    LOAD,
+    OP_AGENT,
+    OP_DIR,
+    OP_NEXT,
+    OP_STAGE,
+    OP_TILE,
+    OP_WRITING,
+    STORE,
+)
+from app.sim.machine import DONE, RUNNING, UNDEFINED, Machine, MoveError
+from app.sim.program import Line
+from app.sim.schedule import Schedule
+from app.sim.smem import TILE_SPAN
+from app.sim.trace import Run
+
+OBSERVATIONS = ("wait_parity", "wait_token", "ld_shared", "ld_global", "wait_group")
+"""Record kinds ordered by the clock read after them; every other kind by the clock before."""
+WAITS = ("wait_parity", "wait_token")
+REORDER_WINDOW = 1000
+"""Cycles within which two warps' logged operations may have happened in either order: an
+effect's clock is read before it, an observation's after it returned, and a try_wait call
+itself takes hundreds of cycles."""
+LOOKBACK = 4
+ARRIVES = ("arrive", "arrive_drop", "arrive_expect_tx")
+
+
+class ReplayError(ValueError):
+    """A raw log that cannot be replayed (not a generated kernel's log, or corrupt)."""
+
+
+@dataclass
+class GpuRecord:
+    cta: int
+    slot: int
+    pre: int
+    post: int
+    kind: str
+    node: int
+    detail: int
+    words: tuple[int, ...]
+    seq: int
+
+    @property
+    def key(self) -> int:
+        return self.post if self.kind in OBSERVATIONS else self.pre
+
+    @classmethod
+    def unpack(cls, row: list[int], seq: int) -> GpuRecord:
+        if len(row) != 2 + RECORD_WORDS:
+            raise ReplayError(f"records[{seq}]: expected {2 + RECORD_WORDS} integers")
+        cta, slot, w0, w1, w2, *rest = (int(v) for v in row)
+        kind = KIND_NAME.get(w2 & 0xFF)
+        if kind is None:
+            raise ReplayError(f"records[{seq}]: unknown record kind {w2 & 0xFF}")
+        return cls(cta, slot, w0 & ~1, w1, kind, (w2 >> 16) & 0xFFFF, w2 >> 32, tuple(rest),
+                   seq)
+
+
+def gpu_records(raw: dict, cta: int = 0) -> list[list[GpuRecord]]:
+    """CTA `cta`'s records, one list per agent slot, in each agent's program order."""
+    if raw.get("format") != "mbarrier-inspector/raw-gpu-log" or raw.get("version") != 2:
+        raise ReplayError("not a generated kernel's raw log (format v2)")
+    per_agent: list[list[GpuRecord]] = [[] for _ in raw["agents"]]
+    for seq, row in enumerate(raw["records"]):
+        rec = GpuRecord.unpack(row, seq)
+        if rec.cta == cta:
+            if not 0 <= rec.slot < len(per_agent):
+                raise ReplayError(f"records[{seq}]: agent slot {rec.slot} out of range")
+            per_agent[rec.slot].append(rec)
+    return per_agent
+
+
+def merged(per_agent: list[list[GpuRecord]]) -> list[GpuRecord]:
+    """One order for all agents: by clock (see the module docs), each agent's own order kept."""
+    heads = [(recs[0].key, slot, 0) for slot, recs in enumerate(per_agent) if recs]
+    heapq.heapify(heads)
+    out = []
+    while heads:
+        _, slot, i = heapq.heappop(heads)
+        recs = per_agent[slot]
+        out.append(recs[i])
+        if i + 1 < len(recs):
+            # never before this agent's previous record, whatever its clock says
+            heapq.heappush(heads, (max(recs[i + 1].key, recs[i].key), slot, i + 1))
+    return out
+
+
+class Divergence(Exception):
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class GpuOrderReplay:
+    """The engine driven by a GPU log; build with `replay(raw)`."""
+
+    raw: dict
+    cfg: object = None
+    run: Run = None
+    moves: list[str] = field(default_factory=list)
+    checked: int = 0
+    landings: int = 0
+    held: int = 0
+    records: int = 0
+    divergence: dict | None = None
+    observations: list[dict] = field(default_factory=list)
+    gpu_status: str = "done"
+    notes: list[str] = field(default_factory=list)
+    reordered: int = 0
+    cta: int = 0
+    step_clock: list[int] = field(default_factory=list)
+    """Per engine step, the clock (`%clock64`) of the GPU record that made or needed it."""
+    clock: int = 0
+    stored: dict = field(default_factory=dict)
+    """Engine tile id of each store destination -> {chunk: tile id the store read there}."""
+
+    def mark(self) -> tuple:
+        """What `restore` needs to come back to this point."""
+        return (self.run.total_steps, len(self.moves), self.checked, self.landings, self.held,
+                len(self.observations), self.gpu_status, len(self.notes), self.clock,
+                {k: dict(v) for k, v in self.stored.items()})
+
+    def restore(self, mark: tuple) -> None:
+        steps, moves, checked, landings, held, observations, status, notes, clock, stored = mark
+        if self.run.total_steps != steps:
+            self.run.truncate(steps)
+        del self.moves[moves:]
+        del self.step_clock[steps:]
+        self.clock = clock
+        self.stored = {k: dict(v) for k, v in stored.items()}
+        self.checked, self.landings, self.held = checked, landings, held
+        del self.observations[observations:]
+        self.gpu_status = status
+        del self.notes[notes:]
+
+    # ------------------------------------------------------------------------------ moves
+
+    @property
+    def m(self) -> Machine:
+        return self.run.machine
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule("manual", moves=tuple(self.moves))
+
+    def move(self, number: int) -> dict:
+        m = self.m
+        name = m.moves()[number]
+        if m.resolve(name) != number:  # two copies of one name: the oldest moves first
+            number = m.resolve(name)
+        k = number - m.n_agents - 1
+        if 0 <= k < len(m.tma) and m.tma[k][OP_DIR] == STORE and not m.tma[k][OP_WRITING]:
+            op = m.tma[k]  # a store reads a chunk: what it will write to global memory
+            chunk = op[OP_NEXT]
+            self.stored.setdefault(op[OP_TILE], {})[chunk] = m.chunks[op[OP_STAGE]][chunk][0]
+        record = self.run.append(number)
+        self.moves.append(name)
+        self.step_clock.append(self.clock)
+        return record
+
+    def agent_index(self, slot: int) -> int:
+        return slot
+
+    def advance(self, a: int, node: int) -> None:
+        """Step agent `a` over register-only lines until it stands on `node`."""
+        m = self.m
+        code = m.code[a]
+        for _ in range(10_000):
+            pc = m.regs[a][0]
+            if pc == node:
+                return
+            if pc >= code.end:
+                raise Divergence(f"{m.agents[a].name} ran node {node} on the GPU; in the engine "
+                                 "it has finished its program")
+            if code.kinds[pc] != "assign":
+                raise Divergence(f"{m.agents[a].name} ran node {node} on the GPU; the engine "
+                                 f"stands on node {pc} (`{code.nodes[pc].text}`): the control "
+                                 "flow differs")
+            self.move(a)
+            self.stop_if_ended()
+        raise Divergence(f"{m.agents[a].name} did not reach node {node}")
+
+    def stop_if_ended(self) -> None:
+        if self.m.status == UNDEFINED:
+            diag = self.run.diagnostics[-1] if self.run.diagnostics else {}
+            raise Divergence(f"the engine stopped with {diag.get('kind')} "
+                             f"({diag.get('message', '')}) where the GPU went on")
+
+    # ---------------------------------------------------------------------------- landings
+
+    def loads(self, barrier: int | None = None, stage: int | None = None,
+              tile: int | None = None) -> list[int]:
+        """Indices of in-flight loads (oldest first) matching the filters."""
+        out = []
+        for k, op in enumerate(self.m.tma):
+            if op[OP_DIR] != LOAD:
+                continue
+            if barrier is not None and op[3] != barrier:
+                continue
+            if stage is not None and op[OP_STAGE] != stage:
+                continue
+            if tile is not None and op[OP_TILE] != tile:
+                continue
+            out.append(k)
+        return out
+
+    def land(self, k: int, hold: bool = False) -> None:
+        m = self.m
+        number = (m.hold_base + k) if hold else (m.n_agents + 1 + k)
+        self.move(number)
+        self.landings += 1
+        self.held += int(hold)
+        self.stop_if_ended()
+
+    def land_until(self, barrier: int, done) -> bool:
+        """Land chunks for `barrier` one at a time, oldest copy first, until `done()`."""
+        for _ in range(100_000):
+            if done():
+                return True
+            ks = self.loads(barrier=barrier)
+            if not ks:
+                return done()
+            self.land(ks[0])
+        return done()
+
+    def land_deferring(self, barrier: int) -> None:
+        """Land every chunk in flight to `barrier`, holding each chunk's complete-tx wherever the
+        engine offers it (a later landing then applies the bytes together): the grouping that
+        completes a phase latest, or never, as the H200 does when a count steps over zero."""
+        from app.sim.copies import can_hold
+
+        for _ in range(100_000):
+            ks = self.loads(barrier=barrier)
+            if not ks:
+                return
+            self.land(ks[0], hold=can_hold(self.m, ks[0]))
+
+    # ------------------------------------------------------------------------------ records
+
+    def wait_target(self, a: int):
+        """(barrier, would_return) for the wait line agent `a` stands on."""
+        m = self.m
+        r = m.regs[a]
+        pc = r[0]
+        kind = m.code[a].kinds[pc]
+        args = m.code[a].prepared[pc]
+        b = args[1](r)
+        if kind == "wait_parity":
+            parity = args[2](r)
+            return b, lambda: m.barriers[b].valid and (m.barriers[b].phase & 1) != parity
+        token = args[2]
+        return b, lambda: m.barriers[b].valid and m.barriers[b].phase > r[token]
+
+    def apply(self, rec: GpuRecord) -> None:
+        m = self.m
+        a = self.agent_index(rec.slot)
+        name = m.agents[a].name
+        self.clock = max(self.clock, rec.key)
+        if rec.kind == "start":
+            return
+        if rec.kind == "end":
+            self.end_agent(a, rec)
+            return
+        if rec.kind == "error":
+            self.notes.append(f"{name} stopped: operand error {rec.words[0]} "
+                              f"(value {rec.words[1]})")
+            self.gpu_status = "undefined_behavior"
+            pc = m.regs[a][0]
+            while pc < m.code[a].end and m.code[a].kinds[pc] == "assign":
+                self.move(a)
+                pc = m.regs[a][0]
+            self.move(a)
+            if m.status != UNDEFINED:
+                raise Divergence(f"{name} stopped on an operand out of range on the GPU; the "
+                                 "engine's move is defined")
+            return
+        self.advance(a, rec.node)
+        line: Line = m.code[a].nodes[rec.node]
+        if line.kind != rec.kind:
+            raise Divergence(f"{name}: node {rec.node} is `{line.kind}` in the engine, "
+                             f"`{rec.kind}` on the GPU")
+        handler = getattr(self, "_" + rec.kind, None)
+        if handler is None:
+            self.step_agent(a)
+        else:
+            handler(a, rec)
+
+    def step_agent(self, a: int) -> dict:
+        m = self.m
+        if not m.agent_enabled(a):
+            raise Divergence(f"the GPU ran {m.agents[a].name}'s line; the engine says "
+                             f"{m.blocked_reason(a)}")
+        record = self.move(a)
+        self.stop_if_ended()
+        return record
+
+    def observe(self, rec: GpuRecord, what: str, gpu, engine, ok: bool) -> None:
+        self.checked += 1
+        self.observations.append({"step": self.run.total_steps, "agent": rec.slot,
+                                  "node": rec.node, "what": what, "gpu": gpu,
+                                  "engine": engine, "agrees": ok})
+        if not ok:
+            raise Divergence(f"{self.m.agents[rec.slot].name} {what}: the GPU saw {gpu}, the "
+                             f"engine {engine}")
+
+    def _arrive(self, a: int, rec: GpuRecord) -> None:
+        m = self.m
+        b, _, token, pending = rec.words[0], rec.words[1], rec.words[2], rec.words[3]
+        parity = token >> 63
+        barrier = m.barriers[b]
+        # a token of a later phase: the copies that completed the earlier one have landed
+        self.land_until(b, lambda: (barrier.phase & 1) == parity)
+        seen = {"parity": parity, "pending": pending}
+        model = {"parity": barrier.phase & 1, "pending": barrier.pending_arrivals}
+        self.step_agent(a)
+        self.observe(rec, f"arrived on {m.barrier_names[b]}", seen, model, seen == model)
+
+    _arrive_drop = _arrive
+    _arrive_expect_tx = _arrive
+
+    def _wait(self, a: int, rec: GpuRecord) -> None:
+        m = self.m
+        ok, blocking = bool(rec.words[2]), bool(rec.words[4])
+        b, returns = self.wait_target(a)
+        bar = m.barrier_names[b]
+        if ok:
+            self.land_until(b, returns)
+            self.observe(rec, f"waited on {bar}", "returned",
+                         "returned" if returns() else "blocked", returns())
+            self.step_agent(a)
+            return
+        if not blocking:
+            self.observe(rec, f"tested {bar}", "not complete",
+                         "complete" if returns() else "not complete", not returns())
+            self.step_agent(a)
+            return
+        # a bounded wait gave up: everything in flight to this barrier has long landed
+        self.land_deferring(b)
+        self.observe(rec, f"waited on {bar} and gave up after {rec.words[3]} tries",
+                     "timed out", "returns" if returns() else "blocked", not returns())
+        self.gpu_status = "deadlock"
+
+    _wait_parity = _wait
+    _wait_token = _wait
+
+    def _ld_shared(self, a: int, rec: GpuRecord) -> None:
+        m = self.m
+        stage, tile = rec.words[0], rec.words[1]
+        ok_mask, stale, never = rec.words[2], rec.words[3], rec.words[4]
+        chunks = m.program.stages[stage].chunks
+        full = (1 << chunks) - 1
+        if ok_mask == full:  # every word right: the copies into this stage have landed
+            for _ in range(100_000):
+                ks = self.loads(stage=stage, tile=tile)
+                if not ks:
+                    break
+                self.land(ks[0])
+        else:  # words of another tile: its copy into this stage landed over the chunks read
+            foreign = full & ~ok_mask & ~stale & ~never
+            top = max((c for c in range(chunks) if foreign >> c & 1), default=-1)
+            for _ in range(100_000):
+                ks = [k for k in self.loads(stage=stage) if m.tma[k][OP_TILE] != tile
+                      and m.tma[k][OP_NEXT] <= top]
+                if not ks:
+                    break
+                self.land(ks[0])
+        held = m.chunks[stage]
+        engine_ok = sum(1 << c for c, (t, _) in enumerate(held) if t == tile)
+        gpu = _read_words(ok_mask, stale, never, chunks, rec.detail)
+        engine = "all chunks right" if engine_ok == full else (
+            f"chunks {_bits(engine_ok)} of {chunks} right")
+        self.step_agent(a)
+        self.observe(rec, f"read tile {tile} from {m.stage_names[stage]}", gpu, engine,
+                     (ok_mask == full) == (engine_ok == full))
+
+    def _wait_group(self, a: int, rec: GpuRecord) -> None:
+        m = self.m
+        for _ in range(100_000):
+            if m.agent_enabled(a):
+                break
+            stores = [k for k, op in enumerate(m.tma)
+                      if op[OP_DIR] == STORE and op[OP_AGENT] == a]
+            if not stores:
+                break
+            self.store_step(stores[0])
+        self.step_agent(a)
+
+    # --------------------------------------------------------------------------------- ends
+
+    def end_agent(self, a: int, rec: GpuRecord) -> None:
+        m = self.m
+        status = rec.detail
+        if status != 0:
+            return
+        code = m.code[a]
+        while m.regs[a][0] < code.end:
+            pc = m.regs[a][0]
+            if code.kinds[pc] != "assign":
+                raise Divergence(f"{m.agents[a].name} finished on the GPU; the engine still "
+                                 f"has node {pc} (`{code.nodes[pc].text}`) to run")
+            self.move(a)
+
+    def finish(self) -> None:
+        """After the last record: a trap, timeouts or a clean end, each checked."""
+        m = self.m
+        error = self.raw.get("error")
+        if error:
+            self.gpu_status = "hardware_trap"
+            self.trap(error)
+            return
+        # drain what is still in flight: loads land, stores finish
+        for _ in range(1_000_000):
+            if m.status != RUNNING or not m.tma:
+                break
+            if m.tma[0][OP_DIR] == STORE:
+                self.store_step(0)
+            else:
+                self.move(m.n_agents + 1)
+            self.stop_if_ended()
+        self.check_stores()
+        if self.gpu_status == "deadlock":
+            if m.status == DONE:
+                raise Divergence("agents timed out on the GPU; the engine finished the run")
+            return
+        if m.status != DONE:
+            blocked = [m.agents[i].name for i in range(m.n_agents)
+                       if m.current_line(i) is not None]
+            raise Divergence(f"every agent finished on the GPU; in the engine "
+                             f"{', '.join(blocked) or 'the run'} did not ({m.status})")
+
+    def gpu_stored(self, dst_tile: int) -> int | None:
+        """The engine id of the one tile whose words the GPU left in store destination
+        `dst_tile` (CTA 0's `dst` report), or None when unknown or mixed."""
+        dst = self.raw.get("dst") or {}
+        program = self.m.program
+        t, k = divmod(dst_tile, TILE_SPAN)
+        name = program.tensors[t][0]
+        if self.cta != 0 or name not in dst:
+            return None
+        found = dst[name]["cta0"][k]
+        if len(found) != 1:
+            return None
+        number = found[0][0]
+        tiles = self.raw["layout"]["tensor_tiles"]
+        for u, (_, elements, _) in enumerate(program.tensors):
+            if tiles[u] <= number < tiles[u] + elements:
+                return u * TILE_SPAN + number - tiles[u]
+        return None
+
+    def store_step(self, k: int) -> None:
+        """A bulk store reads its next chunk; where the GPU's destination shows the store read a
+        tile still in flight in the engine, that tile's chunks land first."""
+        m = self.m
+        op = m.tma[k]
+        if not op[OP_WRITING]:
+            want = self.gpu_stored(op[OP_TILE])
+            stage, chunk = op[OP_STAGE], op[OP_NEXT]
+            for _ in range(100_000):
+                if want is None or m.chunks[stage][chunk][0] == want:
+                    break
+                ks = [i for i in self.loads(stage=stage, tile=want)
+                      if m.tma[i][OP_NEXT] <= chunk]
+                if not ks:
+                    break
+                self.land(ks[0])
+            k = m.tma.index(op)
+        self.move(m.n_agents + 1 + k)
+
+    def check_stores(self) -> None:
+        """What the bulk stores left in global memory (the runner's `dst` report of CTA 0)
+        against the tiles the engine's stores read out of shared memory."""
+        dst = self.raw.get("dst") or {}
+        if self.cta != 0 or not dst:
+            return
+        program = self.m.program
+        tiles = self.raw["layout"]["tensor_tiles"]
+        flagged = any(d["kind"] == "proxy_fence_missing" for d in self.run.diagnostics)
+        for t, (name, elements, _) in enumerate(program.tensors):
+            if name not in dst:
+                continue
+            for k in range(elements):
+                own = t * TILE_SPAN + k
+                chunks = self.stored.get(own)
+                engine = ({tiles[x // TILE_SPAN] + x % TILE_SPAN if x >= 0 else -1
+                           for x in chunks.values()} if chunks else {tiles[t] + k})
+                gpu = {tile for tile, _ in dst[name]["cta0"][k]}
+                self.checked += 1
+                agrees = gpu == engine
+                self.observations.append({
+                    "step": self.run.total_steps, "agent": None, "node": None,
+                    "what": f"{name}[{k}] in global memory", "gpu": sorted(gpu),
+                    "engine": sorted(engine), "agrees": agrees})
+                if not agrees and not flagged:
+                    raise Divergence(f"{name}[{k}] holds words of tiles {sorted(gpu)} on the "
+                                     f"GPU; the engine's stores wrote tiles {sorted(engine)}")
+                if not agrees:
+                    self.notes.append(f"{name}[{k}] holds tiles {sorted(gpu)}, not "
+                                      f"{sorted(engine)}: a store read shared memory that "
+                                      "threads wrote with no proxy fence (flagged)")
+
+    def trap(self, error: dict) -> None:
+        """The kernel trapped: the engine's next move by some agent must be undefined."""
+        m = self.m
+        for attempt in range(2):
+            for a in range(m.n_agents):
+                if not m.agent_enabled(a):
+                    continue
+                probe = Machine(self.cfg)
+                probe.thaw(m.freeze(), m.step_no)
+                try:
+                    while probe.current_line(a) is not None and probe.code[a].kinds[
+                            probe.regs[a][0]] == "assign":
+                        probe.step(a)
+                    record = probe.step(a)
+                except MoveError:
+                    continue
+                if probe.status == UNDEFINED:
+                    while m.code[a].kinds[m.regs[a][0]] == "assign":
+                        self.move(a)
+                    self.move(a)
+                    kinds = [d["kind"] for d in record["diagnostics"]]
+                    self.notes.append(f"the H200 trapped ({error.get('name')}); the engine's "
+                                      f"next move by {m.agents[a].name} is "
+                                      f"{', '.join(kinds)}")
+                    return
+            if attempt == 0:  # maybe the landings the trap overtook complete a phase first
+                while m.status == RUNNING and self.loads():
+                    self.land(self.loads()[0])
+        grid = (self.raw.get("launch") or {}).get("grid", 1)
+        if grid > 1:
+            # A trap in any CTA ends them all: CTA 0's log is a consistent prefix of its run.
+            self.notes.append(f"the H200 trapped ({error.get('name')}) with {grid} CTAs "
+                              f"running; CTA {self.cta}'s next move is defined, so another CTA "
+                              f"trapped: what CTA {self.cta} logged agrees with the engine up to "
+                              "where it stopped")
+            return
+        raise Divergence(f"the kernel trapped ({error.get('name')}); no next move in the "
+                         "engine is undefined behaviour")
+
+    # -------------------------------------------------------------------------------- report
+
+    def summary(self) -> dict:
+        return {
+            "matches": self.divergence is None,
+            "first_divergence": self.divergence,
+            "method": "the engine replayed in the GPU's order (app.replay.gpu_order)",
+            "gpu_records": self.records,
+            "observations_checked": self.checked,
+            "engine_steps": self.run.total_steps if self.run else 0,
+            "landings_inferred": self.landings,
+            "landings_held": self.held,
+            "reordered": self.reordered,
+            "status": {"gpu": self.gpu_status,
+                       "engine": self.run.status if self.run else None},
+            "notes": self.notes,
+        }
+
+
+def document(state: GpuOrderReplay, snapshots: bool = True) -> dict:
+    """The replay as a trace document (docs/trace-format.md) whose `source` says it came from
+    the GPU: the engine's steps in the GPU's order, each with `time_ns` from its record's clock
+    (1.98 GHz; inferred landings take the time of the observation that needed them), what the
+    hardware returned (`source.observed`) and `source.conformance`."""
+    raw = state.raw
+    doc = state.run.document(snapshots=snapshots)
+    ghz = CLOCK_GHZ
+    first = min((c for c in state.step_clock if c), default=0)
+    for step in doc["steps"]:
+        clock = state.step_clock[step["step"] - 1] if step["step"] <= len(state.step_clock) \
+            else state.clock
+        step["time_ns"] = int(max(0, clock - first) / ghz)
+    doc["source"] = {
+        "kind": "gpu", "engine": doc["source"]["engine"], "generator": raw.get("generator"),
+        "capture": raw.get("name"), "kernel": f"traces/raw/{raw.get('name')}.cu",
+        "cta": state.cta, "device": raw.get("device", {}), "captured_at": raw.get("captured_at"),
+        "launch": raw.get("launch", {}), "error": raw.get("error"), "clock_ghz": ghz,
+        "observed": state.observations, "conformance": state.summary(),
+    }
+    doc["scenario"] = {**doc["scenario"], "id": (raw.get("pipeline") or {}).get("id")}
+    return doc
+
+
+CLOCK_GHZ = 1.98
+"""`%clock64` rate of the H200's SMs while the captures ran (docs/gpu-capture.md)."""
+
+
+def _bits(mask: int) -> str:
+    return ",".join(str(i) for i in range(64) if mask >> i & 1) or "none"
+
+
+def _read_words(ok: int, stale: int, never: int, chunks: int, bad: int) -> str:
+    full = (1 << chunks) - 1
+    if ok == full:
+        return "all chunks right"
+    parts = [f"chunks {_bits(ok)} right"]
+    if stale:
+        parts.append(f"earlier-tile words in chunks {_bits(stale)}")
+    if never:
+        parts.append(f"never-written words in chunks {_bits(never)}")
+    other = full & ~ok & ~stale & ~never
+    if other:
+        parts.append(f"later-tile words in chunks {_bits(other)}")
+    return f"{bad} wrong words: " + "; ".join(parts)
+
+
+def config_of(raw: dict):
+    """The engine configuration a generated raw log was captured from."""
+    from app.capture.gen_runner import resolve
+
+    p = raw.get("pipeline") or {}
+    if "source" not in p:
+        raise ReplayError("the raw log names no pipeline source")
+    _, _, cfg = resolve(p["source"], p.get("params", {}), p.get("bugs", []))
+    return cfg
+
+
+def replay(raw: dict, cta: int = 0) -> GpuOrderReplay:
+    """Drive the engine by CTA `cta`'s log; stops at the first divergence."""
+    per_agent = gpu_records(raw, cta)
+    cfg = config_of(raw)
+    if len(per_agent) != len(cfg.program.agents):
+        raise ReplayError(f"the log has {len(per_agent)} agents; the pipeline "
+                          f"{len(cfg.program.agents)}")
+    state = GpuOrderReplay(raw, cfg, Run(cfg, Schedule("manual")), cta=cta)
+    order = merged(per_agent)
+    state.records = len(order)
+    marks: list[tuple] = []
+    i = 0
+    try:
+        while i < len(order):
+            del marks[i:]
+            marks.append(state.mark())
+            try:
+                state.apply(order[i])
+                i += 1
+            except Divergence as div:
+                first = {"step": state.run.total_steps + 1, "why": div.why}
+                fixed = _reorder(state, order, i, marks)
+                if fixed is None:
+                    state.restore(marks[i])
+                    state.divergence = first
+                    return state
+                order = fixed
+                i += 1
+        state.finish()
+    except Divergence as div:
+        state.divergence = {"step": state.run.total_steps + 1, "why": div.why}
+    return state
+
+
+def _reorder(state: GpuOrderReplay, order: list[GpuRecord], i: int,
+             marks: list[tuple]) -> list[GpuRecord] | None:
+    """Record `i` disagrees: try it before up to LOOKBACK records of other agents logged within
+    REORDER_WINDOW cycles before it (the clocks of two warps' operations that close cannot say
+    which came first). Returns the order that agrees, with the state advanced past record `i`,
+    or None (the state is then somewhere past `marks[i]`; the caller restores it)."""
+    rec = order[i]
+    for d in range(1, LOOKBACK + 1):
+        j = i - d
+        if j < 0:
+            return None
+        other = order[j]
+        if other.slot == rec.slot or other.key < rec.key - REORDER_WINDOW:
+            return None
+        candidate = order[:j] + [rec] + order[j:i] + order[i + 1:]
+        state.restore(marks[j])
+        try:
+            for k in range(j, i + 1):
+                state.apply(candidate[k])
+        except Divergence:
+            continue
+        state.reordered += 1
+        return candidate
+    return None
+
+
+def conformance(raw: dict) -> dict:
+    """`{"matches", "first_divergence", ...}` for a generated kernel's raw log: the CTA it names
+    in `replay_cta` (the one that trapped, in a log of many CTAs), else CTA 0."""
+    cta = int(raw.get("replay_cta", 0))
+    return {**replay(raw, cta).summary(), "cta": cta}
