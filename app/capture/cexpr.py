@@ -76,4 +76,7 @@ def _emit(node, reg) -> str:
         if name in ("_div", "_mod") and len(args) == 2:
             fn = "pl_div" if name == "_div" else "pl_mod"
             return f"{fn}({_emit(args[0], reg)}, {_emit(args[1], reg)})"
+        if name in ("_shl", "_shr") and len(args) == 2:
+            op = "<<" if name == "_shl" else ">>"
+            return f"({_emit(args[0], reg)} {op} {_emit(args[1], reg)})"
     raise CExprError(f"unexpected expression code {ast.unparse(node)!r}")

@@ -110,8 +110,10 @@ def _binop(node: BinOp, scope: Scope, text: str) -> Expr:
     left = compile_expr(node.left, scope)
     right = compile_expr(node.right, scope)
     a, b, op = left.code, right.code, node.op
-    if op in _PY_OPS:
-        if op in ("<<", ">>") and right.const is not None and not 0 <= right.const < 63:
+    if op in ("<<", ">>") and right.const is None:
+        code = f"{'_shl' if op == '<<' else '_shr'}({a}, {b})"  # the amount is checked at run time
+    elif op in _PY_OPS:
+        if op in ("<<", ">>") and not 0 <= right.const < 63:
             raise PipelineError(f"shift by {right.const}: shifts must be 0..62", node.pos.line,
                                 node.pos.column)
         code = f"({a} {_PY_OPS[op]} {b})"

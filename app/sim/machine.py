@@ -22,7 +22,7 @@ from . import copies, smem, snapshot, sync, tensor_core
 from .barrier import Mbarrier, UndefinedBehavior
 from .config import PipelineConfig
 from .detectors import UB_KINDS, Diagnostic, deadlock_diagnostics
-from .program import Assign, Branch, Jump, Line, ProgramError, _div, _mod, function
+from .program import _NAMESPACE, Assign, Branch, Jump, Line, ProgramError, function
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = "running", "done", "deadlock", "undefined_behavior"
 CONTROL_LIMIT = 10_000
@@ -94,8 +94,7 @@ def _index(ref):
     if ref.cta is not None:
         code = (f"({code}) + c * {size} if 0 <= (c := {ref.cta.code}) < {ref.ctas} "
                 f"else _oob('the cluster', c, {ref.ctas})")
-    return eval(f"lambda r: {code}", {"__builtins__": {}, "_oob": _out_of_bounds,  # noqa: S307
-                                      "_div": _div, "_mod": _mod, "int": int, "bool": bool})
+    return eval(f"lambda r: {code}", {**_NAMESPACE, "_oob": _out_of_bounds})  # noqa: S307
 
 
 _CODE: dict[int, tuple] = {}

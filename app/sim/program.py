@@ -156,7 +156,22 @@ def _mod(a: int, b: int) -> int:
     return a - b * _div(a, b)
 
 
-_NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "int": int, "bool": bool}
+def _shift_amount(b: int) -> int:
+    if 0 <= b < 63:
+        return b
+    raise ProgramError("operand_range", f"a shift by {b}: shifts are 0..62")
+
+
+def _shl(a: int, b: int) -> int:
+    return a << _shift_amount(b)
+
+
+def _shr(a: int, b: int) -> int:
+    return a >> _shift_amount(b)
+
+
+_NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr,
+              "int": int, "bool": bool}
 _FUNCTIONS: dict[str, object] = {}
 
 

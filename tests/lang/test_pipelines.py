@@ -168,3 +168,13 @@ def test_a_consumer_that_releases_one_stage_behind_is_clean():
     for seed in range(60):
         run = Run.complete(cfg, Schedule("random", seed=seed))
         assert (run.status, run.diagnostics) == ("done", [])
+
+
+def test_a_shift_by_a_register_is_bounded_at_run_time():
+    text = ("barrier b = 1;\nagent a {\n    int x = 3;\n    for (int i = 0; i < 2; ++i) {\n"
+            "        x = 1 << (x * 40);\n        mbarrier.arrive.shared::cta.b64 _, [b];\n"
+            "    }\n}\n")
+    run = Run.complete(from_source(text).resolve({}, []), Schedule("round_robin"))
+    assert run.status == "undefined_behavior"
+    assert run.diagnostics[-1]["rule"] == "operand_range"
+    assert "shifts are 0..62" in run.diagnostics[-1]["message"]
