@@ -231,6 +231,7 @@ async function main() {
       if (!(err instanceof FragmentError)) throw err;
       showFragmentError(err.message);
       root.dataset.fragment = "error";
+      root.classList.add("failed");
       return;
     }
     editor.value = state.source;
@@ -247,4 +248,6 @@ async function main() {
   await loadStart();
 }
 
+// Another /author link pasted into this tab changes only the fragment: open it.
+addEventListener("hashchange", () => location.reload());
 main();

@@ -64,6 +64,7 @@ function fail(message, {fragmentError = false} = {}) {
   box.replaceChildren(Object.assign(document.createElement("b"), {
     textContent: fragmentError ? "This link does not open: " : "This pipeline does not run: "}), message);
   if (fragmentError) root.dataset.fragment = "error";
+  if (!state) root.classList.add("failed");
 }
 
 async function show(next, step) {
