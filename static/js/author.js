@@ -53,6 +53,7 @@ const run = new DocRun(root, {
 const editor = new SourceEditor(root.querySelector("[data-editor-root]"), {
   onInput: () => { scheduleValidate(); markDirty(); fragment.schedule(); },
   onRun: () => runNow(),
+  message: root.querySelector("[data-error]"),
 });
 const form = new PipelineForm(formNode, {onChange: () => { markDirty(); fragment.schedule(); }});
 const notes = new CalloutEditor(root.querySelector("[data-callout-editor]"), {
@@ -168,6 +169,15 @@ async function runNow(step = 0) {
 
 async function loadStart() {
   const id = root.querySelector("[data-start-from]").value;
+  editor.area.readOnly = true;  // what is typed while the built-in loads would be overwritten
+  try {
+    await loadSource(id);
+  } finally {
+    editor.area.readOnly = false;
+  }
+}
+
+async function loadSource(id) {
   let source = EMPTY;
   let callouts = [];
   if (id) {

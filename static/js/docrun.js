@@ -10,7 +10,8 @@ import {Predictor} from "./predict.js";
 import {RunView} from "./view.js";
 
 export class DocRun {
-  /** `root` holds `[data-run="main"]`, and optionally the transport, the caption and the
+  /** `root` holds `[data-run="main"]` (on /author `[data-run-view="main"]`: there `[data-run]`
+   *  is the Run button), and optionally the transport, the caption and the
    *  prediction panel; `onFrame(frame, doc)` after every draw. */
   constructor(root, {onFrame = () => {}, onCallouts = () => {}} = {}) {
     this.root = root;
@@ -19,7 +20,7 @@ export class DocRun {
     this.player = null;
     this.controls = null;
     this.keys = null;
-    this.view = new RunView(root.querySelector('[data-run="main"]'), {onSeek: (s) => this.seek(s)});
+    this.view = new RunView(root.querySelector('[data-run="main"], [data-run-view="main"]'), {onSeek: (s) => this.seek(s)});
     const box = root.querySelector("[data-callout]");
     this.caption = box ? new CalloutCaption(box, {
       onSeek: (s) => this.seek(s),
@@ -56,7 +57,9 @@ export class DocRun {
     this.view.setLayout(makeLayout(doc.layout, doc.scenario));
     this.view.setDiagnostics(doc.diagnostics);
     this.view.setTimeline(timelineOf(doc));
-    const stepOrAsk = () => (this.predictor ? this.predictor.step(player.frame) : player.step());
+    // The question reads the snapshot at the cursor: the player's frame holds only the cursor.
+    const stepOrAsk = () => (this.predictor ? this.predictor.step({...player.frame, ...this.frameAt(player.frame.step)})
+      : player.step());
     this.controls = this.transport ? bindControls(this.transport, player, {step: stepOrAsk}) : null;
     this.keys = this.transport ? null : bindKeys({step: stepOrAsk, back: () => player.back(), play: () => player.toggle(),
                                                   reset: () => player.home(), end: () => player.end()});

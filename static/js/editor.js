@@ -36,7 +36,8 @@ export function highlight(source) {
 }
 
 export class SourceEditor {
-  constructor(root, {onInput = () => {}, onRun = () => {}, label = "Pipeline source"} = {}) {
+  /** `message`: where the error is written (an element with `[data-error]`). */
+  constructor(root, {onInput = () => {}, onRun = () => {}, label = "Pipeline source", message = null} = {}) {
     this.root = root;
     this.onInput = onInput;
     this.area = root.querySelector("textarea[data-editor]") || h("textarea", {"data-editor": ""});
@@ -47,13 +48,15 @@ export class SourceEditor {
     if (!this.area.getAttribute("aria-label")) this.area.setAttribute("aria-label", label);
     this.code = h("pre", {class: "editor-code", "aria-hidden": "true"});
     this.gutter = h("div", {class: "editor-gutter", "aria-hidden": "true"});
-    this.message = root.querySelector("[data-error]") || h("p", {class: "editor-error", "data-error": "", role: "status", "aria-live": "polite"});
+    this.message = message || root.querySelector("[data-error]") || h("p", {class: "editor-error", "data-error": "", role: "status", "aria-live": "polite"});
     this.message.id ||= "editor-error";
     this.area.setAttribute("aria-describedby", this.message.id);
     root.querySelector(".editor-body").prepend(this.gutter, this.code);
     this.error = null;
     this.marks = {current: new Map(), ran: null};
+    // Chromium fires one input event per pasted line: draw once per frame, not per event.
     this.area.addEventListener("input", () => { this.draw(); this.onInput(this.value); });
+    this.queued = false;
     this.area.addEventListener("scroll", () => this.syncScroll());
     this.area.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { event.preventDefault(); onRun(); return; }
@@ -107,7 +110,14 @@ export class SourceEditor {
     this.area.setSelectionRange(at, at);
   }
 
+  /** Redraw before the next paint (many calls in one frame draw once). */
   draw() {
+    if (this.queued) return;
+    this.queued = true;
+    requestAnimationFrame(() => { this.queued = false; this.drawNow(); });
+  }
+
+  drawNow() {
     const lines = highlight(this.value);
     const error = this.error && this.error.line ? Math.min(this.error.line, lines.length) : null;
     const {current, ran} = this.marks;

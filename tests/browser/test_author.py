@@ -57,8 +57,8 @@ bug consumer_forgets_phase "the consumer never flips its phase register: its sec
 NOTE_13 = "**The wait returned** on tile 0's phase: `full` has not seen tile 1 yet."
 NOTE_15 = ("Look at the byte bar: 2,048 bytes are still pending while the consumer *reads* "
            "the stage.")
-BUILT_INS = ("single_barrier", "double_buffer_tma", "kloop_tma_mma", "proxy_fence_store",
-             "cluster_multicast")
+BUILT_INS = ("single_barrier", "double_buffer_tma", "cluster_multicast", "kloop_tma_mma",
+             "proxy_fence_store")
 READ_STATE = """els => els.map(c => ({name: c.dataset.barrier, phase: c.dataset.phase,
   parity: c.dataset.parity, pending: c.dataset.pendingArrivals,
   expected: c.dataset.expectedArrivals, tx: c.dataset.txCount}))"""
@@ -100,7 +100,7 @@ def state_of(scope) -> dict:
     expect(callout.locator(".callout-body")).not_to_be_empty()
     return {
         "step": scope.locator(".counter").get_attribute("data-step"),
-        "cards": scope.locator('[data-run="main"] [data-barrier]').evaluate_all(READ_STATE),
+        "cards": scope.locator('.run [data-barrier]').evaluate_all(READ_STATE),
         "diagnostics": scope.locator("[data-diagnostic]").evaluate_all(
             "els => els.map(e => e.dataset.diagnostic)"),
         "callout_step": callout.get_attribute("data-callout-step"),
@@ -151,7 +151,7 @@ def author_lesson(page) -> dict:
     callout = page.locator("[data-callout]")
     expect(callout).to_have_attribute("data-callout-step", "15")
     expect(callout.locator("em")).to_have_text("reads")
-    expect(page.locator('[data-run="main"] [data-callout-mark]')).to_have_count(2)
+    expect(page.locator('.run [data-callout-mark]')).to_have_count(2)
     expect(page.locator('[data-barrier="full"]')).to_have_attribute("data-tx-count", "2048")
     expect(page.locator('[data-diagnostic="stale_read"]')).to_be_visible()
     return state_of(page)
@@ -324,6 +324,8 @@ def test_start_from_loads_every_built_in(page, base_url):
     # The built-in lesson's notes come along, and the text typed before can come back.
     select.select_option("single_barrier")
     page.locator("[data-load-start]").click()
+    source = httpx.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(source))
     expect(page.locator("[data-callout-item]").first).to_be_visible()
     page.locator("[data-editor]").fill(RING)
     select.select_option("")
@@ -487,7 +489,7 @@ def test_notes_are_edited_moved_and_deleted_beside_the_timeline(page):
     item.locator("[data-callout-step-input]").fill("10")
     item.locator("[data-callout-step-input]").press("Enter")
     expect(page.locator('[data-callout-item="10"]')).to_have_count(1)
-    expect(page.locator('[data-run="main"] [data-callout-mark="10"]')).to_have_count(1)
+    expect(page.locator('.run [data-callout-mark="10"]')).to_have_count(1)
     expect(page.locator("[data-callout]")).to_have_text(re.compile("first note is at step 10"))
     page.locator('[data-callout-item="10"]').get_by_role("button", name="go there").click()
     expect_step(page, 10)
@@ -496,7 +498,7 @@ def test_notes_are_edited_moved_and_deleted_beside_the_timeline(page):
         "button", name=re.compile("Delete")).click()
     expect(page.locator("[data-callout-item]")).to_have_count(0)
     expect(page.locator("[data-callout]")).to_be_hidden()
-    expect(page.locator('[data-run="main"] [data-callout-mark]')).to_have_count(0)
+    expect(page.locator('.run [data-callout-mark]')).to_have_count(0)
 
 
 def test_hostile_notes_run_nothing_on_author_p_embed_and_export(page, browser, base_url):
