@@ -156,6 +156,9 @@ async function runNow(step = 0) {
   }
   if (seq !== runSeq) return;
   formError.textContent = "";
+  // A run replaces what a link that did not open left on the page.
+  root.classList.remove("failed");
+  root.querySelector("[data-fragment-error]").hidden = true;
   ran = {source, params: state.params, bugs: state.bugs, schedule: state.schedule,
          seed: state.schedule === "random" ? state.seed : 0, moves: []};
   windowNote(root.querySelector("[data-window-note]"), doc);

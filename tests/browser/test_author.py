@@ -362,6 +362,38 @@ def test_the_source_lines_of_the_current_step_are_marked(page, base_url):
     expect(page.locator("[data-unapplied]")).to_be_visible()
 
 
+def test_random_schedule_and_its_seed_survive_the_link(page, base_url):
+    open_author(page)
+    start_empty(page)
+    run_source(page, RING)
+    page.locator('#pipe-config select[name="schedule"]').select_option("random")
+    page.locator('#pipe-config input[name="seed"]').fill("7")
+    page.locator("[data-run]").click()
+    expect(page.locator("[data-unapplied]")).to_be_hidden()
+    doc = httpx.post(f"{base_url}/api/v1/traces", json={
+        "source": RING, "schedule": "random", "seed": 7, "snapshots": False}).json()
+    movers = [s["agent"] for s in doc["steps"]]
+    seek(page, 6)
+    expect(page.locator(".now-line")).to_contain_text(
+        "TMA engine" if movers[5] == "tma" else movers[5])
+    before = page.locator(".run [data-barrier]").evaluate_all(READ_STATE)
+    url = wait_fragment(page)
+    page.goto("about:blank")
+    page.goto(url)
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(RING))
+    expect(page.locator('#pipe-config select[name="schedule"]')).to_have_value("random")
+    expect(page.locator('#pipe-config input[name="seed"]')).to_have_value("7")
+    expect_step(page, 6)
+    assert page.locator(".run [data-barrier]").evaluate_all(READ_STATE) == before
+
+
+def test_catalogue_links_to_the_editor(page):
+    page.goto("/")
+    page.locator("[data-author-link]").click()
+    expect(page).to_have_url(re.compile(r"/author#v1\."))
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile(r"^[0-9a-f]{64}$"))
+
+
 def test_tab_indents_and_escape_then_tab_leaves_the_editor(page):
     open_author(page)
     editor = page.locator("[data-editor]")
@@ -407,6 +439,11 @@ def test_links_that_do_not_decode_say_so_and_run_nothing(page, base_url):
             expect(page.locator("[data-barrier]")).to_have_count(0)
             assert not any("/api/v1/traces" in url for url in posts), (path, fragment, posts)
         shot(page, f"bad-link{path.replace('/', '-')}", full_page=False)
+    # On /author the editor still works: loading a built-in runs it and the error goes.
+    page.locator("[data-load-start]").click()
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile(r"^[0-9a-f]{64}$"))
+    expect(page.locator("[data-fragment-error]")).to_be_hidden()
+    expect(page.locator(".run [data-barrier]").first).to_be_visible()
     page.goto(f"{base_url}/p")
     expect(page.locator("[data-fragment-error]")).to_contain_text("carries no pipeline")
 
