@@ -183,6 +183,7 @@ async function loadStart() {
 async function loadSource(id) {
   let source = EMPTY;
   let callouts = [];
+  if (!id && titleInput.dataset.auto === "true") titleInput.value = "";
   if (id) {
     const scenario = await getJson(`/api/v1/scenarios/${encodeURIComponent(id)}`);
     source = scenario.source;
