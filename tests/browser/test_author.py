@@ -448,6 +448,21 @@ def test_links_that_do_not_decode_say_so_and_run_nothing(page, base_url):
     expect(page.locator("[data-fragment-error]")).to_contain_text("carries no pipeline")
 
 
+def test_state_round_trips_through_the_fragment_with_any_text(page, base_url):
+    page.goto(f"{base_url}/barrier")
+    state = {"source": "// é ✓ 😀 \u2028 </script>\n" + RING, "title": "Ünïcode ✓",
+             "params": {"tiles": 2}, "bugs": ["consumer_forgets_phase"], "schedule": "random",
+             "seed": 2**40, "step": 7, "predict": True,
+             "callouts": [{"step": 3, "text": "😀 **bold** `x`\n\n- a\n- b"}]}
+    back = page.evaluate("""async (state) => {
+      const {encodeState, decodeState} = await import('/static/js/share.js');
+      const fragment = await encodeState(state);
+      return {fragment, state: await decodeState('#' + fragment)};
+    }""", state)
+    assert re.fullmatch(r"v1\.[A-Za-z0-9_-]+", back["fragment"])
+    assert back["state"] == {**state, "moves": []}
+
+
 def test_a_64_kib_source_travels_in_the_fragment(page, base_url):
     """The largest source a pipeline may be (64 KiB), hard to compress, round-trips through the
     URL; one byte more is refused with a message at the editor."""
@@ -641,6 +656,8 @@ def test_author_page_and_authored_export_stay_under_the_budget(page, base_url):
     assert bad.status_code == 422 and bad.json()["detail"][0]["line"] == 1
     both = httpx.post(f"{base_url}/export", json={"source": RING, "scenario": "single_barrier"})
     assert both.status_code == 422
+    huge = httpx.post(f"{base_url}/export", json={"source": RING + "/" * (64 * 1024)})
+    assert huge.status_code == 413
 
 
 TOKEN_CONTRAST = LOW_CONTRAST.replace(
@@ -671,4 +688,17 @@ def test_author_and_p_text_reaches_4_5_to_1(browser, base_url, scheme):
     expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(RING))
     page.wait_for_timeout(300)
     assert page.evaluate(LOW_CONTRAST) == [], scheme
+    context.close()
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+def test_authored_pages_never_scroll_sideways(browser, base_url, width):
+    context = browser.new_context(viewport={"width": width, "height": 800}, base_url=base_url)
+    page = context.new_page()
+    open_author(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.goto(copied(page, "inspector"))
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile("."))
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    shot(page, f"authored-p-{width}")
     context.close()
