@@ -262,6 +262,10 @@ async function main() {
   await loadStart();
 }
 
-// Another /author link pasted into this tab changes only the fragment: open it.
-addEventListener("hashchange", () => location.reload());
+// Another pipeline link pasted into this tab changes only the fragment: open it. An in-page
+// link (the skip link's #main, a note's #anchor) leaves the state: put it back in the URL.
+addEventListener("hashchange", () => {
+  if (location.hash.startsWith("#v1.")) location.reload();
+  else if (root.dataset.fragment !== "error") fragment.schedule(true);
+});
 main();

@@ -99,7 +99,9 @@ export class FragmentWriter {
   async write() {
     const seq = ++this.seq;
     this.last = Date.now();
-    const fragment = await encodeState(this.state());
+    const state = this.state();
+    if (!state) return;
+    const fragment = await encodeState(state);
     if (seq !== this.seq) return;
     if (location.hash !== `#${fragment}`) history.replaceState(null, "", `${location.pathname}${location.search}#${fragment}`);
     this.root.dataset.fragment = "ready";

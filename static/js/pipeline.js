@@ -127,6 +127,10 @@ if (formNode) {
 bindShareBar(root, {linkPath: "/p", linkState: viewState, viewState, doc: () => run.doc,
                     predict: () => Boolean(run.predictor && run.predictor.on)});
 if (embed) watchHeight();
-// A new fragment typed into the address bar (same page, new hash) opens that pipeline.
-addEventListener("hashchange", () => location.reload());
+// Another pipeline link pasted into this tab changes only the fragment: open it. An in-page
+// link (the skip link's #main, a note's #anchor) leaves the state: put it back in the URL.
+addEventListener("hashchange", () => {
+  if (location.hash.startsWith("#v1.")) location.reload();
+  else if (root.dataset.fragment !== "error") fragment.schedule(true);
+});
 main();

@@ -169,6 +169,7 @@ def test_authored_lesson_shows_the_same_step_snapshot_and_note_everywhere(page, 
     shot(page, "author-ring-step-15")
     author_url = wait_fragment(page)
     assert "#v1." in author_url and "consumer" not in author_url  # deflated, not plain text
+    assert copied(page, "link") == author_url
     inspector_url = copied(page, "inspector")
     copied(page, "embed")
     page.locator('[data-embed-panels] input[value="agents"]').uncheck()
@@ -385,6 +386,19 @@ def test_random_schedule_and_its_seed_survive_the_link(page, base_url):
     expect(page.locator('#pipe-config input[name="seed"]')).to_have_value("7")
     expect_step(page, 6)
     assert page.locator(".run [data-barrier]").evaluate_all(READ_STATE) == before
+
+
+def test_in_page_links_keep_the_state_in_the_url(page):
+    """The skip link (#main) changes the fragment; the page puts the pipeline back."""
+    open_author(page)
+    url = wait_fragment(page)
+    page.keyboard.press("Tab")
+    expect(page.locator(".skip")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(url)
+    page.reload()
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile(r"^[0-9a-f]{64}$"))
+    expect(page.locator("[data-fragment-error]")).to_be_hidden()
 
 
 def test_catalogue_links_to_the_editor(page):
