@@ -348,9 +348,11 @@ def test_the_source_lines_of_the_current_step_are_marked(page, base_url):
         for agent in snapshot["agents"]:
             if agent["status"] != "done":
                 want.setdefault(lines[agent["name"]][agent["line"]], []).append(agent["name"])
-        got = page.locator("[data-current-line]").evaluate_all(
-            "els => els.map(e => [+e.textContent, e.dataset.currentLine])")
-        assert {line: ",".join(names) for line, names in want.items()} == dict(got), step
+        # The editor draws on the next animation frame: wait for the marks, then compare.
+        expect(page.locator("[data-current-line]")).to_have_count(len(want))
+        for line, names in want.items():
+            expect(page.locator(f".editor-gutter .gl:nth-child({line})")).to_have_attribute(
+                "data-current-line", ",".join(names))
         expect(page.locator(".editor-code .ln.cur")).to_have_count(len(want))
         # The lanes number their lines as the source does.
         lane = page.locator('.lane[data-agent="consumer"] .program li.current')
@@ -696,6 +698,7 @@ def test_author_and_p_text_reaches_4_5_to_1(browser, base_url, scheme):
     page.locator("[data-run]").click()
     expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(RING))
     seek(page, 13)
+    expect(page.locator(".editor-code .ln.cur").first).to_be_visible()
     assert page.evaluate(TOKEN_CONTRAST) == [], scheme  # the coloured source, current lines too
     shot(page, f"author-{scheme}", full_page=False)
     page.goto(copied(page, "inspector"))
