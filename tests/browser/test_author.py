@@ -403,6 +403,23 @@ def test_in_page_links_keep_the_state_in_the_url(page):
     expect(page.locator("[data-fragment-error]")).to_be_hidden()
 
 
+def test_an_embed_without_controls_takes_the_keys(page):
+    open_author(page)
+    link = copied(page, "inspector")
+    page.goto(link.replace("/p#", "/embed/p?panels=barriers,timeline#"))
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile("."))
+    expect(page.locator("#transport")).to_have_count(0)
+    expect(page.locator('[data-panel="agents"]')).to_have_count(0)
+    now = page.locator(".now-line")
+    expect(now).to_contain_text("Step 0")
+    page.locator("#inspector").focus()
+    page.keyboard.press("ArrowRight")
+    expect(now).to_contain_text("Step 1 ")
+    page.keyboard.press("End")
+    expect(now).to_contain_text("Step 28 ")
+    expect(page.locator("#open-full")).to_have_attribute("href", re.compile(r"^/p#v1\."))
+
+
 def test_catalogue_links_to_the_editor(page):
     page.goto("/")
     page.locator("[data-author-link]").click()
