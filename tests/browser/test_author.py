@@ -479,6 +479,19 @@ def test_links_that_do_not_decode_say_so_and_run_nothing(page, base_url):
     expect(page.locator(".run [data-barrier]").first).to_be_visible()
     page.goto(f"{base_url}/p")
     expect(page.locator("[data-fragment-error]")).to_contain_text("carries no pipeline")
+    # A link that decodes to a pipeline that does not compile: /p says where, /author marks it.
+    text = RING.replace("int phase = 1;", "int phase = 1")
+    broken = page.evaluate("""async (source) => {
+      const {encodeState} = await import('/static/js/share.js');
+      return encodeState({source});
+    }""", text)
+    page.goto(f"{base_url}/p?again=1#{broken}")
+    expect(page.locator("[data-fragment-error]")).to_contain_text("does not run")
+    expect(page.locator("[data-fragment-error]")).to_contain_text("line 11, column 18")
+    expect(page.locator("[data-barrier]")).to_have_count(0)
+    page.goto(f"{base_url}/author?again=1#{broken}")
+    expect(page.locator("[data-error-line]")).to_have_text("11")
+    expect(page.locator("[data-editor]")).to_have_value(text)
 
 
 def test_state_round_trips_through_the_fragment_with_any_text(page, base_url):
