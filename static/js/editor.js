@@ -118,7 +118,9 @@ export class SourceEditor {
   }
 
   drawNow() {
-    const lines = highlight(this.value);
+    // Stepping redraws the marks only: keep the coloured lines of the same text.
+    if (this.coloured?.text !== this.value) this.coloured = {text: this.value, lines: highlight(this.value)};
+    const lines = this.coloured.lines;
     const error = this.error && this.error.line ? Math.min(this.error.line, lines.length) : null;
     const {current, ran} = this.marks;
     this.code.innerHTML = lines.map((html, i) => {
