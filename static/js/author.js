@@ -170,17 +170,18 @@ async function runNow(step = 0) {
 
 // --------------------------------------------------------------------------- start from
 
-async function loadStart() {
+/** Load the chosen built-in (with its lesson's notes when `notes`) or the empty pipeline. */
+async function loadStart({notes: withNotes = true} = {}) {
   const id = root.querySelector("[data-start-from]").value;
   editor.area.readOnly = true;  // what is typed while the built-in loads would be overwritten
   try {
-    await loadSource(id);
+    await loadSource(id, withNotes);
   } finally {
     editor.area.readOnly = false;
   }
 }
 
-async function loadSource(id) {
+async function loadSource(id, withNotes) {
   let source = EMPTY;
   let callouts = [];
   if (!id && titleInput.dataset.auto === "true") titleInput.value = "";
@@ -189,6 +190,7 @@ async function loadSource(id) {
     source = scenario.source;
     try {
       // The built-in lesson's notes for the correct run pin to the same steps of this text.
+      if (!withNotes) throw new Error("no notes asked for");
       const lesson = await getJson(`/lessons/${encodeURIComponent(id)}`);
       callouts = lesson.callouts.filter((c) => !(c.bugs || []).length).map((c) => ({step: c.step, text: c.text}));
     } catch (err) { callouts = []; }
@@ -218,6 +220,11 @@ document.addEventListener("keydown", (event) => {
 });
 titleInput.addEventListener("input", () => { titleInput.dataset.auto = "false"; fragment.schedule(); });
 root.querySelector("[data-load-start]").addEventListener("click", () => loadStart());
+root.querySelector("[data-clear-callouts]").addEventListener("click", () => {
+  notes.set([]);
+  run.setCallouts([]);
+  fragment.schedule();
+});
 root.querySelector("[data-restore]").addEventListener("click", async (event) => {
   if (!restoreText) return;
   editor.value = restoreText.source;
@@ -258,8 +265,9 @@ async function main() {
     if (info) await runNow(state.step);
     return;
   }
+  // A first visit starts from a built-in's text; its notes come with an explicit "Load".
   root.querySelector("[data-start-from]").value = boot.start || "";
-  await loadStart();
+  await loadStart({notes: false});
 }
 
 // Another pipeline link pasted into this tab changes only the fragment: open it. An in-page

@@ -86,6 +86,8 @@ export class CalloutEditor {
     });
     this.list.replaceChildren(...nodes);
     this.root.querySelector("[data-callout-empty]").hidden = nodes.length > 0;
+    const clear = this.root.querySelector("[data-clear-callouts]");
+    if (clear) clear.hidden = nodes.length === 0;
     this.update(this.getStep());
   }
 }

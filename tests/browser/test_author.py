@@ -322,12 +322,22 @@ def test_start_from_loads_every_built_in(page, base_url):
         total = httpx.get(f"{base_url}/api/v1/traces/{scenario}",
                           params={"snapshots": "false"}).json()
         expect(page.locator(".counter .total")).to_have_text(str(total["total_steps"]))
-    # The built-in lesson's notes come along, and the text typed before can come back.
+    # A first visit starts with no notes; an explicit Load brings the built-in lesson's notes
+    # (and "Remove every note" takes them away); the text typed before can come back.
+    page.goto("/author")
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile("."))
+    expect(page.locator("[data-callout-item]")).to_have_count(0)
+    expect(page.locator("[data-clear-callouts]")).to_be_hidden()
     select.select_option("single_barrier")
     page.locator("[data-load-start]").click()
     source = httpx.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
     expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(source))
     expect(page.locator("[data-callout-item]").first).to_be_visible()
+    expect(page.locator(".run [data-callout-mark]").first).to_be_visible()
+    page.locator("[data-clear-callouts]").click()
+    expect(page.locator("[data-callout-item]")).to_have_count(0)
+    expect(page.locator(".run [data-callout-mark]")).to_have_count(0)
+    expect(page.locator("[data-callout]")).to_be_hidden()
     page.locator("[data-editor]").fill(RING)
     select.select_option("")
     page.locator("[data-load-start]").click()
@@ -667,7 +677,9 @@ def test_author_page_and_authored_export_stay_under_the_budget(page, base_url):
                 pass
 
     page.on("response", on_response)
-    open_author(page)  # single_barrier with its lesson notes: the caption loads markdown-it
+    open_author(page)
+    page.locator("[data-load-start]").click()  # single_barrier with its lesson's notes
+    expect(page.locator("[data-callout-item]").first).to_be_visible()
     seek(page, 1)
     expect(page.locator("[data-callout] .callout-body strong").first).to_be_visible()
     page.wait_for_load_state("networkidle")
