@@ -229,6 +229,13 @@ def test_authored_lesson_shows_the_same_step_snapshot_and_note_everywhere(page, 
     expect(opened.locator("h1")).to_have_text("A ring of one stage")
     assert state_of(opened) == seen
     shot(opened, "authored-export-offline-step-15")
+    # Prediction mode reads the snapshot at the cursor in the file too.
+    opened.locator("[data-predict-toggle]").check()
+    opened.locator('[data-action="step"]').click()
+    expect(opened.locator("[data-predict]")).to_be_visible()
+    opened.locator("[data-choice]").first.click()
+    expect(opened.locator("[data-predict-result]")).to_be_visible()
+    expect_step(opened, 16)
     assert all(url.startswith(("file:", "blob:", "data:")) for url in requests), requests
     assert errors == []
     offline.close()
