@@ -437,6 +437,23 @@ def test_an_embed_without_controls_takes_the_keys(page):
     expect(page.locator("#open-full")).to_have_attribute("href", re.compile(r"^/p#v1\."))
 
 
+def test_a_long_run_is_held_in_part_and_says_so(page):
+    open_author(page)  # single_barrier's text
+    page.locator('#pipe-config input[name="tiles"]').fill("300")
+    page.locator("[data-run]").click()
+    note = page.locator("[data-window-note]")
+    expect(note).to_be_visible()
+    expect(note).to_have_attribute("data-step-limit", "2000")
+    expect(note).to_contain_text("the page holds the first 2,000")
+    expect(page.locator(".counter .total")).to_have_text("2000")
+    page.keyboard.press("End")
+    expect_step(page, 2000)
+    expect(page.locator(".status-pill")).to_have_attribute("data-status", "step_limit")
+    page.locator('#pipe-config input[name="tiles"]').fill("3")
+    page.locator("[data-run]").click()
+    expect(note).to_be_hidden()
+
+
 def test_catalogue_links_to_the_editor(page):
     page.goto("/")
     page.locator("[data-author-link]").click()
