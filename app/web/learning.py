@@ -3,7 +3,8 @@
 - `GET /lessons/{scenario_id}`: the built-in lesson's callouts (Markdown pinned to steps), from
   `app/web/lessons/<scenario_id>.json`; the browser renders the Markdown (static/js/callouts.js).
 - `GET /export/{scenario_id}?<the embed's query>` (the built-in lesson's callouts) and
-  `POST /export` (the same as JSON, with the instructor's own callouts): one self-contained `.html`
+  `POST /export` (the same as JSON, with the instructor's own callouts; `source` in place of
+  `scenario` for a pipeline text, as /author sends it): one self-contained `.html`
   file (attachment) holding the trace (gzip, base64; the page inflates it with
   `DecompressionStream`), the CSS, the ES modules (turned into blob: URLs by a small loader,
   since `file://` pages cannot import files) and the callouts. It opens from `file://` with no
@@ -27,8 +28,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from app.api.routes.pipelines import body_scenario
 from app.api.runs import parse_schedule, runs
-from app.scenarios import PARAM_NAMES, ParamError
+from app.scenarios import PARAM_NAMES, ParamError, Scenario
 from app.scenarios import get as get_scenario
 
 HERE = Path(__file__).resolve().parent
@@ -51,8 +53,11 @@ class Callout(BaseModel):
 class ExportRequest(BaseModel):
     """`POST /export`: what `GET /export/{id}` takes, as JSON, plus the callouts."""
     model_config = ConfigDict(extra="forbid")
-    scenario: Annotated[str, Field(max_length=80)]
-    params: dict[str, StrictInt] = Field(default_factory=dict, max_length=len(PARAM_NAMES))
+    scenario: Annotated[str, Field(max_length=80)] | None = None
+    source: str | None = None
+    """A pipeline text in place of `scenario` (what /author shares); at most 64 KiB."""
+    title: Annotated[str, Field(max_length=120)] | None = None
+    params: dict[str, StrictInt] = Field(default_factory=dict, max_length=64)
     bugs: Annotated[list[Annotated[str, Field(max_length=60)]], Field(max_length=16)] = []
     schedule: Literal["round_robin", "random", "manual"] = "round_robin"
     seed: Annotated[int, Field(ge=0)] = 0
@@ -129,12 +134,16 @@ def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) ->
     def barrier_page(request: Request) -> HTMLResponse:
         return page(request, "barrier.html", boot={"page": "barrier"})
 
-    def export(scenario_id: str, params: dict, bugs, schedule, *, step: int, panels: tuple,
-               predict: bool, theme: str | None, callouts: dict) -> Response:
-        try:
-            scenario = get_scenario(scenario_id)
-        except KeyError:
-            raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
+    def export(scenario_id: str | Scenario, params: dict, bugs, schedule, *, step: int,
+               panels: tuple, predict: bool, theme: str | None, callouts: dict,
+               title: str | None = None) -> Response:
+        if isinstance(scenario_id, Scenario):
+            scenario = scenario_id
+        else:
+            try:
+                scenario = get_scenario(scenario_id)
+            except KeyError:
+                raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
         run = runs.get(scenario, params, bugs, schedule)
         if run.total_steps > EXPORT_MAX_STEPS:
             raise ParamError("tiles", f"this run has {run.total_steps:,} steps; an exported "
@@ -143,15 +152,19 @@ def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) ->
         packed = base64.b64encode(gzip.compress(
             json.dumps(doc, separators=(",", ":")).encode(), 9, mtime=0)).decode()
         config = doc["scenario"]
-        boot = {"page": "export", "scenario": scenario.as_dict(), "panels": list(panels),
+        shown = scenario.as_dict()
+        if scenario.id is None:  # a pipeline text: named by its title, or its sha256
+            shown = {**shown, "id": "", "title": title or "A pipeline"}
+        boot = {"page": "export", "scenario": shown, "panels": list(panels),
                 "step": step, "config": config, "predict": predict, "lesson": callouts}
         a = assets(stamp())
         html = templates.get_template("export.html").render(
-            scenario=scenario.as_dict(), panels=panels, embed=True, features={},
+            scenario=shown, panels=panels, embed=True, features={},
             boot_json=script_json(boot), trace_b64=packed, css=a["css"], theme_js=a["theme"],
             modules_json=script_json(a["modules"]), entry=EXPORT_ENTRY,
             theme=theme if theme in ("light", "dark") else None)
-        name = "-".join([scenario_id, *sorted(config["bugs"])]) + ".html"
+        stem = scenario.id or f"pipeline-{scenario.source_sha256[:12]}"
+        name = "-".join([stem, *sorted(config["bugs"])]) + ".html"
         return HTMLResponse(html, headers={"content-disposition": f'attachment; filename="{name}"',
                                            "cache-control": "no-store"})
 
@@ -184,7 +197,8 @@ def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) ->
         source joins this body with the pipeline language)."""
         schedule = parse_schedule(body.schedule, body.seed, body.moves)
         panels = tuple(p for p in body.panels if p in PANELS) or PANELS
-        return export(body.scenario, body.params, body.bugs, schedule, step=body.step,
+        scenario = body_scenario(body.source, body.scenario)
+        return export(scenario, body.params, body.bugs, schedule, step=body.step,
                       panels=panels, predict=body.predict, theme=body.theme,
                       callouts={"callouts": [c.model_dump() for c in body.callouts],
-                                "any_run": True})
+                                "any_run": True}, title=body.title)

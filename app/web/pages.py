@@ -21,7 +21,7 @@ from app.replay.store import NOT_TRACES
 from app.resources import static_dir, templates_dir, traces_dir
 from app.scenarios import catalogue
 from app.scenarios import get as get_scenario
-from app.web import learning
+from app.web import author, learning
 
 templates = Jinja2Templates(directory=templates_dir())
 
@@ -96,6 +96,8 @@ def install(app: FastAPI) -> None:
         return templates.TemplateResponse(
             request, name, {"boot_json": script_json(boot), "features": boot["features"],
                             **context}, status_code=status_code)
+
+    author.install(app, page)  # before /embed/{scenario_id}: /embed/p is an authored pipeline
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def catalogue_page(request: Request) -> HTMLResponse:

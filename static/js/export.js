@@ -41,7 +41,7 @@ async function main() {
     advance: () => player.step(),
   });
   const transport = root.querySelector("#transport");
-  const step = () => predictor.step(player.frame);
+  const step = () => predictor.step({...player.frame, ...frameAt(player.frame.step)});
   const controls = transport ? bindControls(transport, player, {step}) : null;
   if (!transport) {
     bindKeys({step, back: () => player.back(), play: () => player.toggle(), reset: () => player.home(),

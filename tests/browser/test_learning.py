@@ -390,6 +390,8 @@ def test_downloads_json_svg_lesson_and_perfetto_when_served(page, base_url):
     expect(json_link).to_have_attribute("href", re.compile(r"^/api/v1/sessions/.+/trace"))
     doc = httpx.get(base_url + json_link.get_attribute("href")).json()
     assert doc["format"] == "mbarrier-inspector/trace" and doc["steps"][0]["snapshot"]
+    # The timeline arrives after the session (its own fetch): under load it may not be drawn yet.
+    expect(page.locator('[data-run="main"] .timeline svg')).to_be_visible()
     with page.expect_download() as info:
         page.locator('[data-download="svg"]').click()
     svg_text = Path(info.value.path()).read_text()

@@ -18,7 +18,7 @@ function build(root, layout, ctx) {
                      h("span", {class: "text"}));
     const regs = h("dl", {class: "regs"});
     const lines = agent.program.map((text, i) =>
-      h("li", {dataset: {line: i}}, h("span", {class: "marker", "aria-hidden": "true"}), h("code", {}, text)));
+      h("li", {dataset: {line: i, sourceLine: (agent.source_lines || [])[i] ?? ""}}, h("span", {class: "marker", "aria-hidden": "true"}), h("code", {}, text)));
     const lane = h("article", {class: "lane", dataset: {agent: agent.name, role: agent.role},
                                "aria-label": `${agent.name}, ${roleText(agent.role)}`},
       h("header", {}, h("h4", {}, agent.name), h("span", {class: "role"}, roleText(agent.role)), status, move),
