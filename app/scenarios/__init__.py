@@ -41,6 +41,8 @@ class Scenario:
     lesson: str
     source: str
     gpu: bool = False
+    gpu_note: str = ""
+    """Why a simulation-only scenario has no real-GPU trace."""
 
     @property
     def pipeline(self) -> Pipeline:
@@ -62,7 +64,7 @@ class Scenario:
         return {
             "id": self.id, "title": self.title, "summary": self.summary, "lesson": self.lesson,
             "parameters": self.parameters, "bugs": list(self.bugs),
-            "toggles": self.pipeline.toggles(), "gpu": self.gpu,
+            "toggles": self.pipeline.toggles(), "gpu": self.gpu, "gpu_note": self.gpu_note,
             "source_sha256": self.source_sha256, "source": self.source,
         }
 
@@ -131,6 +133,7 @@ def catalogue() -> dict[str, Scenario]:
         out.append((data.get("order", 99), data["id"], Scenario(
             id=data["id"], title=data["title"], summary=data["summary"], lesson=data["lesson"],
             source=(HERE / data["source"]).read_text(), gpu=data.get("gpu", False),
+            gpu_note=data.get("gpu_note", ""),
         )))
     return {sid: scenario for _, sid, scenario in sorted(out, key=lambda x: x[:2])}
 

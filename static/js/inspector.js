@@ -83,7 +83,11 @@ function markUnapplied() {
   if (!form) return;
   const next = readForm();
   const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-  let dirty = !same(next.params, config.params) || next.schedule !== config.schedule ||
+  // Compare what runs, not how it was written: a parameter given at its default is unchanged.
+  const effective = (params) => Object.entries(scenario.parameters)
+    .map(([name, spec]) => Number(params[name] ?? spec.default));
+  let dirty = !same(effective(next.params), effective(config.params)) ||
+    next.schedule !== config.schedule ||
     (next.schedule === "random" && next.seed !== (config.seed || 0)) ||
     !same([...next.bugs].sort(), [...config.bugs].sort());
   for (const box of form.querySelectorAll('input[name="bugs"]')) {

@@ -242,7 +242,7 @@ def test_13_a_run_that_ends_with_diagnostics_is_not_a_green_done(page):
 def test_14_toggles_lesson_legend_and_words(page):
     open_inspector(page, "/scenarios/double_buffer_tma")
     expect(page.locator("#bugdoc-consumer_skips_release")).to_have_text(
-        "the consumer never arrives on empty_barrier")
+        "the consumers never arrive on empty_barrier, so the producer waits forever")
     expect(page.locator("#bugdoc-consumer_skips_release")).to_be_visible()
     expect(page.locator(".lesson details")).to_have_attribute("open", "")
     expect(page.locator('[data-legend="timeline"]')).to_contain_text("a wait returned")
@@ -442,3 +442,14 @@ def test_11_every_text_reaches_4_5_to_1(browser, base_url, scheme):
         page.wait_for_timeout(300)
         assert page.evaluate(LOW_CONTRAST) == [], (scheme, path)
     context.close()
+
+
+def test_a_permalink_that_spells_out_a_default_is_not_an_unapplied_change(page):
+    open_inspector(page, "/scenarios/double_buffer_tma?bugs=forget_phase_toggle&stages=2&tiles=4")
+    expect(page.locator("[data-unapplied]")).to_be_hidden()
+    # The toggles' text is the pipeline's own (its bug blocks), not a copy kept in the page.
+    doc = page.locator("#bugdoc-forget_phase_toggle")
+    expect(doc).to_have_text("the consumers never flip their phase bit: they wait for parity 0 on "
+                             "every pass")
+    page.locator('input[name="tiles"]').fill("5")
+    expect(page.locator("[data-unapplied]")).to_be_visible()
