@@ -109,18 +109,47 @@ def script_json(value) -> str:
             .replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
+@lru_cache(maxsize=4)
+def _assets(static: Path, stamp: float) -> dict:
+    del stamp
+    return {"css": (static / "css" / "inspector.css").read_text(encoding="utf-8"),
+            "theme": (static / "js" / "theme.js").read_text(encoding="utf-8"),
+            "modules": module_graph(static / "js", EXPORT_ENTRY)}
+
+
+def export_assets(static: Path) -> dict:
+    """The CSS and ES modules an exported page inlines (read again when a module changes)."""
+    return _assets(static, max(p.stat().st_mtime for p in (static / "js").rglob("*.js")))
+
+
+def standalone_page(scenario: Scenario, doc: dict, *, step: int = 0, panels=PANELS,
+                    predict: bool = False, theme: str | None = None,
+                    callouts: dict | None = None, title: str | None = None,
+                    static: Path | None = None, templates: Jinja2Templates | None = None) -> str:
+    """One self-contained HTML page that plays `doc` (a whole trace document) offline: what
+    `GET /export` sends and what a notebook shows in an iframe (app.notebook)."""
+    from app.resources import static_dir, templates_dir
+
+    static = static or static_dir()
+    templates = templates or Jinja2Templates(directory=templates_dir())
+    packed = base64.b64encode(gzip.compress(
+        json.dumps(doc, separators=(",", ":")).encode(), 9, mtime=0)).decode()
+    shown = scenario.as_dict()
+    if scenario.id is None:  # a pipeline text: named by its title, or its sha256
+        shown = {**shown, "id": "", "title": title or "A pipeline"}
+    boot = {"page": "export", "scenario": shown, "panels": list(panels), "step": step,
+            "config": doc["scenario"], "predict": predict,
+            "lesson": callouts or {"callouts": []}}
+    a = export_assets(static)
+    return templates.get_template("export.html").render(
+        scenario=shown, panels=panels, embed=True, features={},
+        boot_json=script_json(boot), trace_b64=packed, css=a["css"], theme_js=a["theme"],
+        modules_json=script_json(a["modules"]), entry=EXPORT_ENTRY,
+        theme=theme if theme in ("light", "dark") else None)
+
+
 def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) -> None:
     """Mount the lesson, export and barrier routes (`page` renders a template with its boot)."""
-
-    @lru_cache(maxsize=4)
-    def assets(stamp: float) -> dict:
-        del stamp
-        return {"css": (static_dir / "css" / "inspector.css").read_text(encoding="utf-8"),
-                "theme": (static_dir / "js" / "theme.js").read_text(encoding="utf-8"),
-                "modules": module_graph(static_dir / "js", EXPORT_ENTRY)}
-
-    def stamp() -> float:
-        return max(p.stat().st_mtime for p in (static_dir / "js").rglob("*.js"))
 
     @app.get("/lessons/{scenario_id}", include_in_schema=False)
     def lesson_json(scenario_id: str) -> JSONResponse:
@@ -149,22 +178,11 @@ def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) ->
             raise ParamError("tiles", f"this run has {run.total_steps:,} steps; an exported "
                                       f"lesson holds at most {EXPORT_MAX_STEPS:,}")
         doc = run.document(1, run.total_steps, True)
-        packed = base64.b64encode(gzip.compress(
-            json.dumps(doc, separators=(",", ":")).encode(), 9, mtime=0)).decode()
-        config = doc["scenario"]
-        shown = scenario.as_dict()
-        if scenario.id is None:  # a pipeline text: named by its title, or its sha256
-            shown = {**shown, "id": "", "title": title or "A pipeline"}
-        boot = {"page": "export", "scenario": shown, "panels": list(panels),
-                "step": step, "config": config, "predict": predict, "lesson": callouts}
-        a = assets(stamp())
-        html = templates.get_template("export.html").render(
-            scenario=shown, panels=panels, embed=True, features={},
-            boot_json=script_json(boot), trace_b64=packed, css=a["css"], theme_js=a["theme"],
-            modules_json=script_json(a["modules"]), entry=EXPORT_ENTRY,
-            theme=theme if theme in ("light", "dark") else None)
+        html = standalone_page(scenario, doc, step=step, panels=panels, predict=predict,
+                               theme=theme, callouts=callouts, title=title,
+                               static=static_dir, templates=templates)
         stem = scenario.id or f"pipeline-{scenario.source_sha256[:12]}"
-        name = "-".join([stem, *sorted(config["bugs"])]) + ".html"
+        name = "-".join([stem, *sorted(doc["scenario"]["bugs"])]) + ".html"
         return HTMLResponse(html, headers={"content-disposition": f'attachment; filename="{name}"',
                                            "cache-control": "no-store"})
 

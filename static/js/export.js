@@ -5,6 +5,7 @@
 import {CalloutCaption, calloutsFor} from "./callouts.js";
 import {bindControls, bindKeys} from "./controls.js";
 import {makeLayout, timelineOf} from "./layout.js";
+import {watchHeight} from "./learn.js";
 import {LocalPlayer, docFrame} from "./player.js";
 import {Predictor} from "./predict.js";
 import {RunView} from "./view.js";
@@ -56,6 +57,7 @@ async function main() {
   draw(player.frame);
   if (boot.predict) predictor.setOn(true);
   root.dataset.ready = "true";
+  watchHeight();  // in an iframe (an LMS, a notebook cell): the host can size the frame
 }
 
 main().catch((err) => {
