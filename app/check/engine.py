@@ -112,9 +112,12 @@ class Exploration:
 
     @property
     def verdict(self) -> str:
-        if not self.complete:
-            return "inconclusive"
-        return "unsafe" if self.found else "safe"
+        """`unsafe` as soon as anything was found, even when a limit stopped the search (every
+        counterexample is a real schedule); `inconclusive` only when a limit stopped a search
+        that had found nothing. `complete` says whether the whole graph was explored."""
+        if self.found:
+            return "unsafe"
+        return "safe" if self.complete else "inconclusive"
 
     def is_shortest(self, kind: str) -> bool:
         """Whether the counterexample for `kind` is known to be a shortest one."""
