@@ -53,7 +53,17 @@ from app.sim.config import PipelineConfig
 from app.sim.detectors import deadlock_diagnostics
 from app.sim.machine import RUNNING, Machine
 
-from .model import F_STATUS, Canonical, close, decode, local_lines, plain_key
+from .model import (
+    F_STATUS,
+    Canonical,
+    close,
+    decode,
+    local_lines,
+    new_pend,
+    pending_total,
+    plain_key,
+    store_reads_invisible,
+)
 
 DEADLOCK = "deadlock"
 NODE_OVERHEAD = 160
@@ -132,6 +142,7 @@ class Explorer:
         self.reduce = reduce
         self.machine = Machine(cfg)
         self.local = local_lines(self.machine, reduce)
+        self.reads = store_reads_invisible(self.machine, reduce)
         self.canonical = Canonical(self.machine, symmetry=reduce)
         if not reduce:
             self.canonical.key = plain_key
@@ -139,8 +150,8 @@ class Explorer:
     def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
         """A machine in the initial state, local moves made; its pending counts; diagnostics."""
         machine = Machine(self.cfg)
-        pend = [0] * machine.n_agents
-        diagnostics = close(machine, self.local, pend, moves)
+        pend = new_pend(machine.n_agents)
+        diagnostics = close(machine, self.local, pend, moves, self.reads)
         return machine, pend, diagnostics
 
     def successors(self, frozen: tuple, pend: list[int]):
@@ -159,7 +170,8 @@ class Explorer:
                 after[move] = 0
             else:
                 cost = 1
-            closing = close(machine, self.local, after) if machine.status == RUNNING else []
+            closing = (close(machine, self.local, after, None, self.reads)
+                       if machine.status == RUNNING else [])
             yield move, cost, record, closing, machine, after
 
     # ---------------------------------------------------------------------------- search
@@ -195,8 +207,9 @@ class Explorer:
                     if frozen[F_STATUS] == DEADLOCK:
                         self.machine.thaw(frozen)
                         for diagnostic in deadlock_diagnostics(self.machine):
-                            self._found(out, diagnostic["kind"], current + sum(node_pend), node,
-                                        None)
+                            self._found(out, diagnostic["kind"],
+                                        current + pending_total(node_pend, self.machine.n_agents),
+                                        node, None)
                     continue
                 expanded += 1
                 if expanded % CHECK_EVERY == 0:
@@ -271,9 +284,9 @@ class Explorer:
             node = out.parent[node]
         path.reverse()
         key_of = self.canonical.key
-        log: list[tuple[str, int | None, bool]] = []  # (mover, agent or None, local?)
+        log: list[tuple] = []  # ("move", name, agent or None) and what `close` made
         machine = Machine(self.cfg)
-        pend = [0] * machine.n_agents
+        pend = new_pend(machine.n_agents)
         self._close_logged(machine, pend, log)
         if key_of(machine.freeze(), pend) != path[0][0]:
             raise AssertionError("the initial state does not match the search's root")
@@ -285,7 +298,7 @@ class Explorer:
                 trial.thaw(frozen, machine.step_no)
                 trial_pend, trial_log = list(pend), []
                 is_agent = move < trial.n_agents
-                trial_log.append((trial.moves()[move], move if is_agent else None, False))
+                trial_log.append(("move", trial.moves()[move], move if is_agent else None))
                 record = trial.step(move)
                 step_cost = 1
                 if is_agent:
@@ -302,29 +315,53 @@ class Explorer:
                     break
             else:
                 raise AssertionError("no move leads to the next state of the counterexample")
-        if found.child is None:  # reported at a deadlock: every pending local move counts
-            return [name for name, _, _ in log]
+        if found.child is None:  # reported at a deadlock: every pending move counts
+            return [entry[-1] if entry[0] == "read" else entry[1] if entry[0] == "move"
+                    else entry[2] for entry in log if entry[0] != "charge"]
         return _drop_unneeded_locals(log)
 
-    def _close_logged(self, machine: Machine, pend: list[int], log: list) -> None:
+    def _close_logged(self, machine: Machine, pend: list, log: list) -> None:
         if machine.status != RUNNING:
             return
-        made: list[int] = []
-        close(machine, self.local, pend, made)
-        log.extend((machine.agents[a].name, a, True) for a in made)
+        close(machine, self.local, pend, log, self.reads)
 
 
-def _drop_unneeded_locals(log: list[tuple[str, int | None, bool]]) -> list[str]:
-    """Drop each agent's local moves made after its last other move: no later move needs them.
+def _drop_unneeded_locals(log: list[tuple]) -> list[str]:
+    """Drop each agent's local moves made after its last other move (no later move needs them),
+    and each store read that no kept `wait_group` needed.
 
     The last move (the one that raised the diagnostic) is never local, so it is kept.
     """
     last_other: dict[int, int] = {}
-    for i, (_, agent, local) in enumerate(log):
-        if agent is not None and not local:
-            last_other[agent] = i
-    return [name for i, (name, agent, local) in enumerate(log)
-            if not local or i < last_other.get(agent, -1)]
+    for i, entry in enumerate(log):
+        if entry[0] == "move" and entry[2] is not None:
+            last_other[entry[2]] = i
+    needed_at: dict[int, int] = {}  # read's index -> index of the wait_group that charged it
+    uncharged: dict[int, list[tuple[int, int]]] = {}  # agent -> [(read's index, group)]
+    for i, entry in enumerate(log):
+        if entry[0] == "read":
+            uncharged.setdefault(entry[1], []).append((i, entry[2]))
+        elif entry[0] == "charge":
+            _, agent, limit = entry
+            rest = []
+            for index, group in uncharged.get(agent, []):
+                if group < limit:
+                    needed_at[index] = i + 1  # the wait_group's own entry comes next
+                else:
+                    rest.append((index, group))
+            uncharged[agent] = rest
+    out = []
+    for i, entry in enumerate(log):
+        kind = entry[0]
+        if kind == "move":
+            out.append(entry[1])
+        elif kind == "local":
+            if i < last_other.get(entry[1], -1):
+                out.append(entry[2])
+        elif kind == "read":
+            if i in needed_at and needed_at[i] < last_other.get(entry[1], -1):
+                out.append(entry[3])
+    return out
 
 
 def _limit_hit(limits: Limits, states: int, memory: int, elapsed: float,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import marshal
 from itertools import permutations, product
 
-from app.sim.copies import OP_AGENT
+from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE
 from app.sim.machine import PC, RUNNING, Machine
 
 LOCAL_KINDS = frozenset({"assign", "commit_group", "wait_group", "tc_fence", "tc_wait_ld"})
@@ -49,30 +49,91 @@ def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...]
     )
 
 
-def close(machine: Machine, local: tuple, pend: list[int], moves: list | None = None) -> list:
-    """Make every enabled purely-local move, lowest agent first, until none is left.
+def store_reads_invisible(machine: Machine, reduce: bool = True) -> bool:
+    """Whether a bulk store's chunk reads may be made at once, like local moves.
+
+    A store's chunk read moves its own copy's cursor and nothing else; it can raise only
+    `proxy_fence_missing`, and only on a chunk written with `st.shared`. So in a program with no
+    `st.shared` line, and with no line that can tell a store's writes from its reads (plain
+    `wait_group`, `ld.global`: `Machine.writes_observed`), a read raises nothing, stays enabled
+    until made, disables nothing, and commutes with every other move; the only move it enables
+    is its agent's `wait_group`. Its cost is charged when a `wait_group` of that agent needs its
+    group (see `close` and docs/checker.md)."""
+    if not reduce or machine.writes_observed:
+        return False
+    return not any("st_shared" in code.kinds for code in machine.code)
+
+
+def new_pend(n_agents: int) -> list:
+    """The search's uncharged moves: per agent, its local moves since its last other move
+    (`pend[a]`), then per agent the store reads made at once and not yet charged
+    (`pend[n + a]`: sorted ((bulk group, reads), ...))."""
+    return [0] * n_agents + [()] * n_agents
+
+
+def pending_total(pend: list, n_agents: int) -> int:
+    """Every uncharged move (a deadlock needs them all)."""
+    return sum(pend[:n_agents]) + sum(c for groups in pend[n_agents:] for _, c in groups)
+
+
+def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
+          reads: bool = False) -> list:
+    """Make every enabled purely-local move (lowest agent first) and, with `reads`, every
+    enabled bulk-store chunk read, until none is left.
 
     `pend[a]` counts the local moves agent `a` has made since its last other move (the search
-    charges them to the agent's next move, see engine.py). Returns the diagnostics these moves
-    emitted (only ever `deadlock`: the local move was the last thing that could move).
-    `moves`, when given, collects the move numbers made.
+    charges them to the agent's next move, see engine.py). A store read made here is owed by
+    its agent's bulk group (`pend[n + a]`); a `wait_group` of that agent that needs the group
+    moves the group's reads into `pend[a]` (the wait cannot return without them). Reads no
+    `wait_group` needed are never charged. Returns the diagnostics these moves emitted (only
+    ever `deadlock`: the move was the last thing that could move). `moves`, when given,
+    collects what was done: ("local", agent, name), ("read", agent, group, name) and
+    ("charge", agent, groups below which reads were charged).
     """
     diagnostics = []
     n_agents = machine.n_agents
     regs = machine.regs
+    code = machine.code
     while machine.status == RUNNING:
+        made = False
         for a in machine.ready:
-            if a >= n_agents:
-                return diagnostics
-            if local[a][regs[a][PC]]:
+            if a < n_agents:
+                pc = regs[a][PC]
+                if not local[a][pc]:
+                    continue
+                if reads and pend[n_agents + a] and code[a].kinds[pc] == "wait_group":
+                    limit = machine.bulk_committed[a] - code[a].prepared[pc][0](regs[a])
+                    groups = pend[n_agents + a]
+                    pend[a] += sum(c for g, c in groups if g < limit)
+                    pend[n_agents + a] = tuple((g, c) for g, c in groups if g >= limit)
+                    if moves is not None:
+                        moves.append(("charge", a, limit))
+                if moves is not None:
+                    moves.append(("local", a, machine.agents[a].name))
                 record = machine.step(a)
                 pend[a] += 1
+            elif a == n_agents or not reads:
+                continue
+            else:
+                k = a - n_agents - 1
+                tma = machine.tma
+                if k >= len(tma):
+                    break  # hold moves: loads only
+                op = tma[k]
+                if op[OP_DIR] != STORE or op[OP_WRITING]:
+                    continue
+                owner, group = op[OP_AGENT], op[OP_GROUP]
                 if moves is not None:
-                    moves.append(a)
-                if record["diagnostics"]:
-                    diagnostics.extend(record["diagnostics"])
-                break
-        else:
+                    moves.append(("read", owner, group, machine.moves()[a]))
+                record = machine.step(a)
+                groups = dict(pend[n_agents + owner])
+                groups[group] = groups.get(group, 0) + 1
+                pend[n_agents + owner] = tuple(sorted(groups.items()))
+            if record["diagnostics"]:
+                diagnostics.extend(record["diagnostics"])
+            made = True
+            break
+        if not made:
             return diagnostics
     return diagnostics
 
@@ -126,8 +187,9 @@ class Canonical:
         for group in self.groups:
             if len(group) == 2:  # the common case (two consumers), without sorting
                 a, b = group
-                first = (regs[a], bulk[a], pend[a], waits.get(a, ()))
-                second = (regs[b], bulk[b], pend[b], waits.get(b, ()))
+                n = self.n_agents
+                first = (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
+                second = (regs[b], bulk[b], pend[b], pend[n + b], waits.get(b, ()))
                 if first < second:
                     continue
                 if first == second:
@@ -135,7 +197,9 @@ class Canonical:
                 perm = list(perm)
                 perm[a], perm[b] = b, a
                 continue
-            signatures = [(regs[a], bulk[a], pend[a], waits.get(a, ())) for a in group]
+            n = self.n_agents
+            signatures = [(regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
+                          for a in group]
             order = sorted(range(len(group)), key=signatures.__getitem__)
             for i in range(1, len(order)):
                 if signatures[order[i - 1]] == signatures[order[i]]:
@@ -156,8 +220,10 @@ class Canonical:
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
         waits = _waits_by_agent(frozen)
 
+        n = self.n_agents
+
         def signature(a):
-            return (regs[a], bulk[a], pend[a], waits.get(a, ()))
+            return (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
         per_group = []
         for group in self.groups:
             ranked = sorted(group, key=signature)
@@ -195,9 +261,10 @@ class Canonical:
         """The state with agent `a` renamed `perm[a]` (owed masks and store copies follow)."""
         barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, meta, status = frozen
         n = self.n_agents
-        new_regs, new_bulk, new_pend = [None] * n, [0] * n, [0] * n
+        new_regs, new_bulk, new_pend = [None] * n, [0] * n, [0] * (2 * n)
         for a, to in enumerate(perm):
             new_regs[to], new_bulk[to], new_pend[to] = regs[a], bulk[a], pend[a]
+            new_pend[n + to] = pend[n + a]
         table = self._mask_table(perm)
         new_owed = tuple(sorted((key, table[mask]) for key, mask in owed))
         new_tma = tuple(sorted(
