@@ -12,9 +12,8 @@ configurations.
 from __future__ import annotations
 
 import marshal
-from itertools import permutations, product
 
-from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE
+from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE, store_fits
 from app.sim.machine import PC, RUNNING, Machine
 
 LOCAL_KINDS = frozenset({"assign", "commit_group", "wait_group", "tc_fence", "tc_wait_ld"})
@@ -42,9 +41,16 @@ TC_AGENT = 4
 
 
 def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...], ...]:
-    """Per agent, per program counter: is the line there purely local? (One past the end: no.)"""
+    """Per agent, per program counter: is the line there purely local? (One past the end: no.)
+
+    Where store reads are invisible (`store_reads_invisible`), a bulk store's issue is local
+    too: it only appends its own copy, which no other agent's line and no load looks at (the
+    deadlock report looks at loads only), and the copy's reads are made at once. `close` makes
+    it only when its operands are in range (`copies.store_fits`): a store that would stop the
+    run with undefined behaviour stays an ordinary move."""
+    kinds = LOCAL_KINDS | ({"store"} if store_reads_invisible(machine, reduce) else set())
     return tuple(
-        tuple(reduce and kind in LOCAL_KINDS for kind in code.kinds) + (False,)
+        tuple(reduce and kind in kinds for kind in code.kinds) + (False,)
         for code in machine.code
     )
 
@@ -100,6 +106,9 @@ def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
             if a < n_agents:
                 pc = regs[a][PC]
                 if not local[a][pc]:
+                    continue
+                if code[a].kinds[pc] == "store" and not store_fits(machine, a, regs[a],
+                                                                   code[a].prepared[pc]):
                     continue
                 if reads and pend[n_agents + a] and code[a].kinds[pc] == "wait_group":
                     limit = machine.bulk_committed[a] - code[a].prepared[pc][0](regs[a])
@@ -164,13 +173,8 @@ class Canonical:
         self.identity = tuple(range(self.n_agents))
 
     def key(self, frozen: tuple, pend: list[int]) -> bytes:
-        perm = None
         if self.groups:
             perm = self._sorting_renaming(frozen, pend)
-            if perm is None:  # equal signatures: try every order of the tied agents
-                return marshal.dumps(min(self._renamed(frozen, pend, candidate)
-                                         for candidate in self._candidates(frozen, pend)),
-                                     KEY_FORMAT)
             if perm is not self.identity:
                 return marshal.dumps(self._renamed(frozen, pend, perm), KEY_FORMAT)
         tma = frozen[F_TMA]
@@ -178,69 +182,52 @@ class Canonical:
             frozen = (*frozen[:F_TMA], tuple(sorted(tma)), *frozen[F_TMA + 1:])
         return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
 
-    def _sorting_renaming(self, frozen: tuple, pend: list[int]) -> tuple[int, ...] | None:
-        """The renaming that sorts each group by signature (`self.identity` when each already
-        is), or None when two agents of a group have equal signatures."""
+    def _sorting_renaming(self, frozen: tuple, pend: list) -> tuple[int, ...]:
+        """The renaming that sorts each group of identical agents by its *full* signature
+        (`self.identity` when each group already is sorted).
+
+        The full signature is everything the state says about one agent, with its name left
+        out: its registers, bulk groups, pending moves, wait history, the owed entries that
+        carry its bit, its in-flight copies and its tensor-core entries (with their places in
+        the queue). Agents with equal full signatures are interchangeable: swapping them leaves
+        every owed mask, the sorted copy list and the queue unchanged, so the renamed state is
+        the same whichever order the tie is given. Hence one sort is a canonical form for any
+        number of identical agents (4 consumers: one sort, not 4! = 24 renamings)."""
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        n = self.n_agents
         waits = _waits_by_agent(frozen)
+        owed, tma, tensor_core = frozen[F_OWED], frozen[F_TMA], frozen[F_TC]
         perm = self.identity
+        bit = self.bit
         for group in self.groups:
-            if len(group) == 2:  # the common case (two consumers), without sorting
-                a, b = group
-                n = self.n_agents
-                first = (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
-                second = (regs[b], bulk[b], pend[b], pend[n + b], waits.get(b, ()))
-                if first < second:
+            signatures = {a: [regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ())]
+                          for a in group}
+            if len(group) == 2:  # the common case (two consumers), cheap when they differ
+                x, y = group
+                if signatures[x] < signatures[y]:
                     continue
-                if first == second:
-                    return None
-                perm = list(perm)
-                perm[a], perm[b] = b, a
-                continue
-            n = self.n_agents
-            signatures = [(regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
-                          for a in group]
-            order = sorted(range(len(group)), key=signatures.__getitem__)
-            for i in range(1, len(order)):
-                if signatures[order[i - 1]] == signatures[order[i]]:
-                    return None
-            if order != list(range(len(group))):
+            for a in group:
+                mine = bit[a]
+                signatures[a].append(tuple(key for key, mask in owed if mask & mine))
+            copies: dict[int, list] = {}
+            for op in tma:
+                if op[OP_AGENT] in signatures:
+                    copies.setdefault(op[OP_AGENT], []).append(
+                        (*op[:OP_AGENT], *op[OP_AGENT + 1:]))
+            queue: dict[int, list] = {}
+            for place, entry in enumerate(tensor_core):
+                if entry[TC_AGENT] in signatures:
+                    queue.setdefault(entry[TC_AGENT], []).append((place, entry[:TC_AGENT]))
+            for a in group:
+                signatures[a].append(tuple(sorted(copies.get(a, ()))))
+                signatures[a].append(tuple(queue.get(a, ())))
+            order = sorted(group, key=signatures.__getitem__)
+            if order != list(group):
                 if perm is self.identity:
                     perm = list(perm)
-                for slot, index in enumerate(order):
-                    perm[group[index]] = group[slot]
-        return perm if perm is self.identity else tuple(perm)
-
-    def _candidates(self, frozen: tuple, pend: list[int]):
-        """The renamings that sort each group by (registers, bulk groups, pending moves).
-
-        Only agents with equal signatures leave a choice; every way to order those is tried and
-        the smallest key wins, so the key is the same for every renaming of a state.
-        """
-        regs, bulk = frozen[F_REGS], frozen[F_BULK]
-        waits = _waits_by_agent(frozen)
-
-        n = self.n_agents
-
-        def signature(a):
-            return (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
-        per_group = []
-        for group in self.groups:
-            ranked = sorted(group, key=signature)
-            ties: list[list[int]] = []
-            for a in ranked:
-                if ties and signature(a) == signature(ties[-1][0]):
-                    ties[-1].append(a)
-                else:
-                    ties.append([a])
-            orders = [list(permutations(tie)) for tie in ties]
-            per_group.append([(group, sum(choice, ())) for choice in product(*orders)])
-        for choices in product(*per_group):
-            perm = list(range(self.n_agents))
-            for group, order in choices:
                 for slot, a in zip(group, order, strict=True):
                     perm[a] = slot
-            yield tuple(perm)
+        return perm if perm is self.identity else tuple(perm)
 
     def _mask_table(self, perm: tuple[int, ...]) -> list[int]:
         """Owed masks under a renaming: table[mask] is the mask with each agent's bit moved."""

@@ -255,3 +255,23 @@ def test_store_reads_commute_with_every_other_move(scenario, params, bugs):
                     assert second.status != RUNNING or len(made_or) == 2, \
                         "another move disabled the read"
     assert checked > 0
+
+
+def test_every_renaming_of_three_consumers_gets_the_same_key():
+    """Full symmetry: one sort by the full signature is canonical for any number of identical
+    agents (every one of the 3! renamings of every reachable state gets the same key)."""
+    from itertools import permutations
+
+    cfg = config("double_buffer_tma", ["wrong_arrival_count"], stages=1, tiles=2, consumers=3,
+                 tile_bytes=2048)
+    canonical = Canonical(Machine(cfg))
+    assert canonical.groups == [(1, 2, 3)]
+    pend = [0, 1, 0, 1, (), ((0, 2),), (), ((1, 1),)]
+    renamings = [(0, *p) for p in permutations((1, 2, 3))]
+    for number, frozen in enumerate(reachable_states(cfg)):
+        if number % 7:
+            continue
+        keys = {canonical.key(*canonical._renamed(frozen, pend, perm)[:1],
+                              list(canonical._renamed(frozen, pend, perm)[1]))
+                for perm in renamings}
+        assert len(keys) == 1
