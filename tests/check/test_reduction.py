@@ -53,7 +53,7 @@ SLOW_COMPARED = [
     ({"stages": 1, "tiles": 2, "consumers": 3}, "expect_tx_short"),
     ({"stages": 2, "tiles": 2, "consumers": 3}, "producer_skips_empty_wait"),
     ({"stages": 1, "tiles": 2, "consumers": 4}, None),
-    ({"stages": 1, "tiles": 2, "consumers": 4}, "wrong_arrival_count"),
+    ({"stages": 1, "tiles": 1, "consumers": 4}, "wrong_arrival_count"),
 ]
 
 
