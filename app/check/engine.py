@@ -43,6 +43,9 @@ Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an e
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import time
 from array import array
 from collections.abc import Callable
@@ -57,17 +60,16 @@ from .model import (
     F_STATUS,
     Canonical,
     close,
-    decode,
     local_lines,
     new_pend,
     pending_total,
-    plain_key,
     store_reads_invisible,
 )
 
 DEADLOCK = "deadlock"
 NODE_OVERHEAD = 160
-"""Bytes per stored state besides its key: dict slot, list slot, cost and parent arrays."""
+"""Bytes per stored state besides its key's bytes: the bytes object's header, dict slot, list
+slot, cost and parent arrays. The parts keys name are counted by `Canonical.part_bytes`."""
 CHECK_EVERY = 128
 """Expansions between looks at the clock, the memory estimate and the cancel flag."""
 PROGRESS_EVERY_S = 0.2
@@ -145,7 +147,7 @@ class Explorer:
         self.reads = store_reads_invisible(self.machine, reduce)
         self.canonical = Canonical(self.machine, symmetry=reduce)
         if not reduce:
-            self.canonical.key = plain_key
+            self.canonical.key = self.canonical.plain
 
     def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
         """A machine in the initial state, local moves made; its pending counts; diagnostics."""
@@ -176,12 +178,12 @@ class Explorer:
 
     # ---------------------------------------------------------------------------- search
 
-    def explore(self, limits: Limits = Limits(), progress: Callable[[Progress], None] | None
-                = None, cancel: Event | None = None) -> Exploration:
-        """Expand states cheapest first until none is left or a limit is hit."""
+    def _explore(self, limits: Limits, progress: Callable[[Progress], None] | None,
+                 cancel: Event | None) -> Exploration:
         start = time.perf_counter()
         out = Exploration(self.cfg, self.reduce)
         key_of = self.canonical.key
+        decode = self.canonical.decode
         machine, pend, _ = self.root()
         root_key = key_of(machine.freeze(), pend)
         keys, parent = out.keys, out.parent
@@ -214,7 +216,8 @@ class Explorer:
                 expanded += 1
                 if expanded % CHECK_EVERY == 0:
                     now = time.perf_counter()
-                    stop = _limit_hit(limits, len(keys), memory, now - start, cancel)
+                    stop = _limit_hit(limits, len(keys), memory + self.canonical.part_bytes,
+                                      now - start, cancel)
                     if stop:
                         out.stopped_by = stop
                         return self._finish(out, start)
@@ -253,6 +256,20 @@ class Explorer:
         out.complete = True
         out.depth += 1
         return self._finish(out, start)
+
+    def explore(self, limits: Limits = Limits(), progress: Callable[[Progress], None] | None
+                = None, cancel: Event | None = None) -> Exploration:
+        """Expand states cheapest first until none is left or a limit is hit.
+
+        The cyclic garbage collector is paused meanwhile: the search makes millions of
+        short-lived tuples and no cycles, and each collection would walk them all."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._explore(limits, progress, cancel)
+        finally:
+            if enabled:
+                gc.enable()
 
     def _finish(self, out: Exploration, start: float) -> Exploration:
         out.states = len(out.keys)
@@ -362,6 +379,28 @@ def _drop_unneeded_locals(log: list[tuple]) -> list[str]:
             if i in needed_at and needed_at[i] < last_other.get(entry[1], -1):
                 out.append(entry[3])
     return out
+
+
+def release_memory() -> None:
+    """Give a finished search's memory back to the operating system.
+
+    Call it once the Exploration and the answer built from it are dropped (a worker process,
+    after each check). Stored states are many small objects; CPython frees them into its own
+    arenas and glibc keeps freed heap pages, so without `malloc_trim` the process's RSS stays at
+    its peak after the check ends."""
+    gc.collect()
+    _malloc_trim()
+
+
+def _malloc_trim() -> None:
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        pass
 
 
 def _limit_hit(limits: Limits, states: int, memory: int, elapsed: float,

@@ -12,6 +12,7 @@ configurations.
 from __future__ import annotations
 
 import marshal
+import struct
 
 from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE, store_fits
 from app.sim.machine import PC, RUNNING, Machine
@@ -32,7 +33,13 @@ purely local; `st.global` is left out because it may report a `tcgen05_ld_race`.
 
 KEY_FORMAT = 2
 """marshal format 2: it writes equal values as equal bytes. Formats 3 and later write an object
-seen before as a back-reference, so the bytes would depend on which tuples happen to be shared."""
+seen before as a back-reference, so the bytes would depend on which tuples happen to be shared.
+(Used only to estimate what an interned part takes.)"""
+PARTS = 11
+"""A key's parts: the ten of `Machine.freeze()`, then the pending-move counts."""
+PACK = struct.Struct(f"<{PARTS}I")
+PART_OVERHEAD = 2
+"""An interned part takes about this many times its marshal length as Python objects."""
 
 # The layout of `Machine.freeze()`.
 F_OWED, F_REGS, F_TMA, F_BULK, F_TC, F_META, F_STATUS = 3, 4, 5, 6, 7, 8, 9
@@ -155,7 +162,7 @@ class Canonical:
     irrelevant: a copy's chunk moves depend only on that copy, and agents with the same program
     (the consumers of a ring) differ only in name and in the bit they clear in a tile's owed mask.
     Renamed states reach the same diagnostic kinds in the same number of steps, so the search may
-    keep one of them. The key is also a valid frozen state: `thaw` accepts it.
+    keep one of them. `decode` gives back a frozen state `thaw` accepts.
     """
 
     def __init__(self, machine: Machine, symmetry: bool = True):
@@ -171,16 +178,46 @@ class Canonical:
         self.mask_limit = 1 << self.n_agents
         self._tables: dict[tuple[int, ...], list[int]] = {}
         self.identity = tuple(range(self.n_agents))
+        self._ids: dict[tuple, int] = {}
+        self.parts: list[tuple] = []
+        self.part_bytes = 0
+        """An estimate of what the interned parts take (for the search's memory limit)."""
 
-    def key(self, frozen: tuple, pend: list[int]) -> bytes:
+    def key(self, frozen: tuple, pend: list) -> bytes:
         if self.groups:
             perm = self._sorting_renaming(frozen, pend)
             if perm is not self.identity:
-                return marshal.dumps(self._renamed(frozen, pend, perm), KEY_FORMAT)
+                return self.pack(*self._renamed(frozen, pend, perm))
         tma = frozen[F_TMA]
         if len(tma) > 1:
             frozen = (*frozen[:F_TMA], tuple(sorted(tma)), *frozen[F_TMA + 1:])
-        return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
+        return self.pack(frozen, pend)
+
+    def plain(self, frozen: tuple, pend: list) -> bytes:
+        """The key without reductions: the frozen state as it is (the unreduced search)."""
+        return self.pack(frozen, pend)
+
+    def pack(self, frozen: tuple, pend) -> bytes:
+        """A state as 44 bytes: the number of each of its parts in this search's table of
+        distinct parts (hash-consing). States share most parts (the same chunks, the same
+        barriers), so a stored state costs its 44 bytes plus the parts no state had before;
+        equal states give equal bytes because equal parts get equal numbers."""
+        ids, parts = self._ids, self.parts
+        out = []
+        for part in (*frozen, tuple(pend)):
+            i = ids.get(part)
+            if i is None:
+                i = ids[part] = len(parts)
+                parts.append(part)
+                self.part_bytes += PART_OVERHEAD * len(marshal.dumps(part, KEY_FORMAT)) + 100
+            out.append(i)
+        return PACK.pack(*out)
+
+    def decode(self, key: bytes) -> tuple[tuple, list]:
+        """The frozen state and pending-move counts a key was made from."""
+        parts = self.parts
+        numbers = PACK.unpack(key)
+        return tuple(parts[i] for i in numbers[:-1]), list(parts[numbers[-1]])
 
     def _sorting_renaming(self, frozen: tuple, pend: list) -> tuple[int, ...]:
         """The renaming that sorts each group of identical agents by its *full* signature
@@ -271,14 +308,3 @@ def _waits_by_agent(frozen: tuple) -> dict[int, tuple]:
     for (a, b), value in frozen[F_META][3]:
         out.setdefault(a, []).append((b, *value))
     return {a: tuple(v) for a, v in out.items()}
-
-
-def plain_key(frozen: tuple, pend: list[int]) -> bytes:
-    """The key without reductions: the frozen state as it is (the unreduced search uses it)."""
-    return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
-
-
-def decode(key: bytes) -> tuple[tuple, list[int]]:
-    """The frozen state and pending-move counts a key was made from."""
-    frozen, pend = marshal.loads(key)
-    return frozen, list(pend)

@@ -83,10 +83,10 @@ def promela(stages: int, tiles: int, consumers: int, bug: str | None = None,
     # The consumers.
     cp = "0" if bug == "forget_phase_toggle" else "(k / S) % 2"
     reads = " && ".join(f"chunk_tile[s * C + {c}] == k + 1" for c in range(C))
-    clear = "\n".join(f"             if :: S == 1 || {t} % S == s -> owed[{t}] = owed[{t}] & ~(1 << c)"
-                      f" :: else -> skip fi;" for t in range(T))
+    clear = "\n".join(f"             if :: {t} % S == s -> owed[{t}] = owed[{t}] & ~(1 << c)"
+                      " :: else -> skip fi;" for t in range(T))
     release = ("" if bug == "consumer_skips_release" else
-               f"""    atomic {{ assert(empty_pending[s] > 0);                      /* over_arrival */
+               f"""    atomic {{ assert(empty_pending[s] > 0);               /* over_arrival */
              assert(empty_observed[s] || empty_phase[s] == 0);     /* reuse_before_wait */
 {clear}
              empty_pending[s]--; empty_complete(s) }};

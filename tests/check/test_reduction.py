@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.check.engine import Limits
-from app.check.model import LOCAL_KINDS, Canonical, decode
+from app.check.model import LOCAL_KINDS, Canonical
 from app.sim.machine import PC, RUNNING, Machine
 
 from .helpers import config, explore, lengths
@@ -186,7 +186,7 @@ def test_keys_survive_decode_and_thaw():
                             consumers=2, tile_bytes=2048)
     machine = Machine(explorer.cfg)
     for key in out.keys:
-        frozen, pend = decode(key)
+        frozen, pend = explorer.canonical.decode(key)
         machine.thaw(frozen)
         assert explorer.canonical.key(machine.freeze(), pend) == key
 
@@ -271,7 +271,8 @@ def test_every_renaming_of_three_consumers_gets_the_same_key():
     for number, frozen in enumerate(reachable_states(cfg)):
         if number % 7:
             continue
-        keys = {canonical.key(*canonical._renamed(frozen, pend, perm)[:1],
-                              list(canonical._renamed(frozen, pend, perm)[1]))
-                for perm in renamings}
+        keys = set()
+        for perm in renamings:
+            renamed, renamed_pend = canonical._renamed(frozen, pend, perm)
+            keys.add(canonical.key(renamed, list(renamed_pend)))
         assert len(keys) == 1
