@@ -233,38 +233,40 @@ class Canonical:
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
         n = self.n_agents
         waits = _waits_by_agent(frozen)
-        owed, tma, tensor_core = frozen[F_OWED], frozen[F_TMA], frozen[F_TC]
         perm = self.identity
-        bit = self.bit
         for group in self.groups:
-            signatures = {a: [regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ())]
+            # The signature starts with what is cheap to read; the rest is read only for ties
+            # (a full signature sorts as its first part does where that part differs).
+            signatures = {a: (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
                           for a in group}
-            if len(group) == 2:  # the common case (two consumers), cheap when they differ
-                x, y = group
-                if signatures[x] < signatures[y]:
-                    continue
-            for a in group:
-                mine = bit[a]
-                signatures[a].append(tuple(key for key, mask in owed if mask & mine))
-            copies: dict[int, list] = {}
-            for op in tma:
-                if op[OP_AGENT] in signatures:
-                    copies.setdefault(op[OP_AGENT], []).append(
-                        (*op[:OP_AGENT], *op[OP_AGENT + 1:]))
-            queue: dict[int, list] = {}
-            for place, entry in enumerate(tensor_core):
-                if entry[TC_AGENT] in signatures:
-                    queue.setdefault(entry[TC_AGENT], []).append((place, entry[:TC_AGENT]))
-            for a in group:
-                signatures[a].append(tuple(sorted(copies.get(a, ()))))
-                signatures[a].append(tuple(queue.get(a, ())))
             order = sorted(group, key=signatures.__getitem__)
+            if any(signatures[x] == signatures[y] for x, y in zip(order, order[1:], strict=False)):
+                order = sorted(group, key=self._full_signatures(frozen, group,
+                                                                signatures).__getitem__)
             if order != list(group):
                 if perm is self.identity:
                     perm = list(perm)
                 for slot, a in zip(group, order, strict=True):
                     perm[a] = slot
         return perm if perm is self.identity else tuple(perm)
+
+    def _full_signatures(self, frozen: tuple, group: tuple, signatures: dict) -> dict:
+        """Each agent's signature with its owed entries, copies and tensor-core entries."""
+        owed, tma, tensor_core = frozen[F_OWED], frozen[F_TMA], frozen[F_TC]
+        copies: dict[int, list] = {}
+        for op in tma:
+            if op[OP_AGENT] in signatures:
+                copies.setdefault(op[OP_AGENT], []).append((*op[:OP_AGENT], *op[OP_AGENT + 1:]))
+        queue: dict[int, list] = {}
+        for place, entry in enumerate(tensor_core):
+            if entry[TC_AGENT] in signatures:
+                queue.setdefault(entry[TC_AGENT], []).append((place, entry[:TC_AGENT]))
+        full = {}
+        for a in group:
+            mine = self.bit[a]
+            full[a] = (signatures[a], tuple(key for key, mask in owed if mask & mine),
+                       tuple(sorted(copies.get(a, ()))), tuple(queue.get(a, ())))
+        return full
 
     def _mask_table(self, perm: tuple[int, ...]) -> list[int]:
         """Owed masks under a renaming: table[mask] is the mask with each agent's bit moved."""
@@ -306,5 +308,8 @@ def _waits_by_agent(frozen: tuple) -> dict[int, tuple]:
     """Each agent's wait history ((barrier, first parity, waits returned), ...)."""
     out: dict[int, list] = {}
     for (a, b), value in frozen[F_META][3]:
-        out.setdefault(a, []).append((b, *value))
-    return {a: tuple(v) for a, v in out.items()}
+        if a in out:
+            out[a].append((b, value))
+        else:
+            out[a] = [(b, value)]
+    return out
