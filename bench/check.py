@@ -11,11 +11,13 @@ time (`spin -a` + `gcc -O2 -DSAFETY` + `./pan -m100000`) on the equivalent Prome
     .venv/bin/python bench/check.py --no-spin       # the checker alone
     .venv/bin/python bench/check.py --unreduced     # also the plain breadth-first search
 
-`verdict s` is what a client waits for: `check_config`, the search plus every counterexample's
-trace document. `states/s` divides the stored states (after the reductions) by it. SPIN stops at
-its first error, so on unsafe rows it answers sooner than on safe ones; the checker always
-explores everything (it reports the shortest schedule of every reachable kind). Without `spin`
-or `gcc` on PATH the SPIN columns say `skipped`.
+`verdict s`: when the verdict was known. For a safe row that is the whole search; for an unsafe
+row it is the first violation found (from then on the answer is `unsafe` even if a limit stops
+the search: a client asking with a shorter `timeout_s` gets it then). `answer s`: the whole
+answer as `check_config` builds it (the search to its end or its limit, `--timeout`, plus every
+counterexample's trace document); `*` marks a search a limit stopped. `states/s` divides the
+stored states (after the reductions) by the search time. SPIN stops at its first error, as the
+verdict column does. Without `spin` or `gcc` on PATH the SPIN columns say `skipped`.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "spin"))
 
 from ring import promela, run_spin  # noqa: E402
 
-from app.check.engine import Limits  # noqa: E402
-from app.check.service import check_config  # noqa: E402
+from app.check.engine import Explorer, Limits  # noqa: E402
+from app.check.service import violation  # noqa: E402
 from app.scenarios import get  # noqa: E402
 
 SCENARIO = "double_buffer_tma"
@@ -42,22 +44,29 @@ TOGGLES = (None, "forget_phase_toggle", "forget_producer_phase_toggle", "expect_
            "wrong_arrival_count")
 ISSUE_TABLE = [(4, 8, 2, None), (4, 16, 2, None), (3, 8, 3, None), (4, 8, 4, None),
                (4, 8, 4, "forget_phase_toggle")]
-LIMITS = Limits(max_states=2_000_000, timeout_s=60)
 
 
 def checker(stages: int, tiles: int, consumers: int, bug: str | None, reduce: bool,
-            repeat: int) -> dict:
+            repeat: int, timeout: float) -> dict:
+    """What `check_config` does (search, then one trace per kind), timed in its parts."""
     scenario = get(SCENARIO)
     cfg = scenario.resolve({"stages": stages, "tiles": tiles, "consumers": consumers,
                             "tile_bytes": 2048, "chunk_bytes": 1024}, [bug] if bug else [])
-    times, result = [], None
+    describe = scenario.describe(cfg)
+    verdicts, answers, rates = [], [], []
     for _ in range(repeat):
         start = time.perf_counter()
-        result = check_config(scenario, cfg, LIMITS, reduce=reduce)
-        times.append(time.perf_counter() - start)
-    verdict = result["verdict"] + ("" if result["stopped_by"] is None else "*")
-    return {"verdict": verdict, "states": result["states_explored"], "best": min(times),
-            "median": statistics.median(times)}
+        explorer = Explorer(cfg, reduce)
+        out = explorer.explore(Limits(max_states=2_000_000, timeout_s=timeout))
+        for kind in out.found:
+            violation(explorer, out, kind, describe)
+        answers.append(time.perf_counter() - start)
+        verdicts.append(out.first_found_s if out.found else out.elapsed_s)
+        rates.append(out.states / max(out.elapsed_s, 1e-9))
+        del explorer
+    verdict = out.verdict + ("" if out.complete else "*")
+    return {"verdict": verdict, "states": out.states, "best": min(verdicts),
+            "median": statistics.median(verdicts), "answer": min(answers), "rate": max(rates)}
 
 
 def spin(stages: int, tiles: int, consumers: int, bug: str | None) -> dict | None:
@@ -71,6 +80,8 @@ def main() -> None:
     parser.add_argument("--grid", action="store_true", help="the whole grid of issue 12")
     parser.add_argument("--config", action="append", default=[], metavar="S,T,K[,TOGGLE]")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds each search may take (the API's largest limit: 60)")
     parser.add_argument("--no-spin", action="store_true")
     parser.add_argument("--unreduced", action="store_true",
                         help="also run the search without reductions (slow)")
@@ -90,21 +101,21 @@ def main() -> None:
     print(f"{SCENARIO} tile_bytes=2048 chunk_bytes=1024 (python {sys.version.split()[0]}); "
           f"checker best/median of {args.repeat}; * = a limit stopped the search")
     header = (f"{'S':>1} {'T':>2} {'K':>1} {'toggle':<28} {'mode':<8} {'verdict':<9} "
-              f"{'states':>9} {'best s':>7} {'median s':>8} {'states/s':>9} | {'spin':<6} "
-              f"{'spin states':>11} {'spin s':>7} {'agree':>5} {'faster':>6}")
+              f"{'states':>9} {'verdict s':>9} {'median':>7} {'answer s':>8} {'states/s':>9} | "
+              f"{'spin':<6} {'spin states':>11} {'spin s':>7} {'agree':>5} {'faster':>6}")
     print(header)
     print("-" * len(header))
-    totals = {"states": 0, "seconds": 0.0, "faster": 0, "agree": 0, "compared": 0, "rows": 0}
+    totals = {"states": 0, "seconds": 0.0, "verdicts": 0.0, "faster": 0, "agree": 0,
+              "compared": 0, "rows": 0}
     modes = [True, False] if args.unreduced else [True]
     for stages, tiles, consumers, bug in rows:
         theirs = spin(stages, tiles, consumers, bug) if use_spin else None
         for reduce in modes:
-            ours = checker(stages, tiles, consumers, bug, reduce, args.repeat)
-            rate = ours["states"] / max(ours["best"], 1e-9)
+            ours = checker(stages, tiles, consumers, bug, reduce, args.repeat, args.timeout)
             line = (f"{stages:>1} {tiles:>2} {consumers:>1} {bug or '(correct)':<28} "
                     f"{'reduced' if reduce else 'full BFS':<8} {ours['verdict']:<9} "
-                    f"{ours['states']:>9,} {ours['best']:>7.3f} {ours['median']:>8.3f} "
-                    f"{rate:>9,.0f} | ")
+                    f"{ours['states']:>9,} {ours['best']:>9.3f} {ours['median']:>7.3f} "
+                    f"{ours['answer']:>8.2f} {ours['rate']:>9,.0f} | ")
             if theirs is None:
                 line += "skipped"
             else:
@@ -120,11 +131,13 @@ def main() -> None:
             if reduce:
                 totals["rows"] += 1
                 totals["states"] += ours["states"]
-                totals["seconds"] += ours["best"]
+                totals["seconds"] += ours["states"] / max(ours["rate"], 1e-9)
+                totals["verdicts"] += ours["best"]
             print(line, flush=True)
     summary = (f"reduced search: {totals['rows']} configurations, {totals['states']:,} states in "
-               f"{totals['seconds']:.2f} s of verdicts "
-               f"({totals['states'] / max(totals['seconds'], 1e-9):,.0f} states/s)")
+               f"{totals['seconds']:.2f} s of search "
+               f"({totals['states'] / max(totals['seconds'], 1e-9):,.0f} states/s), "
+               f"{totals['verdicts']:.2f} s to all verdicts")
     if totals["compared"]:
         summary += (f"; SPIN compared on {totals['compared']}: verdicts agree on "
                     f"{totals['agree']}, the checker is faster on {totals['faster']}")

@@ -118,6 +118,10 @@ class Exploration:
     complete: bool = False
     stopped_by: str | None = None
     elapsed_s: float = 0.0
+    first_found_s: float | None = None
+    """When the first violation was found: from then on the verdict is `unsafe` whatever the
+    rest of the search finds (a client with a shorter `timeout_s` gets it then)."""
+    started: float = field(default=0.0, repr=False)
     keys: list[bytes] = field(default_factory=list, repr=False)
     parent: array = field(default_factory=lambda: array("q"), repr=False)
     cost: array = field(default_factory=lambda: array("q"), repr=False)
@@ -181,7 +185,7 @@ class Explorer:
     def _explore(self, limits: Limits, progress: Callable[[Progress], None] | None,
                  cancel: Event | None) -> Exploration:
         start = time.perf_counter()
-        out = Exploration(self.cfg, self.reduce)
+        out = Exploration(self.cfg, self.reduce, started=start)
         key_of = self.canonical.key
         decode = self.canonical.decode
         machine, pend, _ = self.root()
@@ -279,6 +283,8 @@ class Explorer:
     @staticmethod
     def _found(out: Exploration, kind: str, steps: int, node: int, child: bytes | None) -> None:
         best = out.found.get(kind)
+        if out.first_found_s is None:
+            out.first_found_s = time.perf_counter() - out.started
         if best is None or steps < best.steps:
             out.found[kind] = Found(kind, steps, node, child)
 
