@@ -31,8 +31,13 @@ diagnostic kinds, or the length of the shortest counterexample of any kind:
    length, so these minima are the true shortest lengths. The reduced search and the unreduced
    breadth-first search are compared by tests/check/test_reduction.py.
 
+   Bulk-store issues and chunk reads are made at once too where they are invisible
+   (model.store_reads_invisible); a read is charged only when a `wait_group` of its agent needs
+   its group (docs/checker.md, "Reduction 1b").
+
 2. **Symmetry and canonical order.** States are keyed with their in-flight TMA copies sorted and
-   identical agents (the consumers of a ring) renamed into a canonical order (model.Canonical).
+   identical agents (the consumers of a ring, any number of them) renamed into a canonical order
+   by one sort on each agent's full signature (model.Canonical).
    Renamed states are bisimilar: they reach the same diagnostic kinds in the same number of steps.
    A counterexample is rebuilt on concrete states by replaying, at each edge of the path, the move
    whose successor has the recorded key.
