@@ -86,3 +86,39 @@ def test_limits_are_validated(states, timeout, field):
 
 def test_default_limits():
     assert validate_limits(None, None) == (1_000_000, 20.0)
+
+
+def test_cancel_stops_the_search_promptly():
+    """A worker sets the cancel event when the client leaves; the search stops within a
+    fraction of a second (it looks every 128 expansions)."""
+    import time
+
+    from app.check.engine import Explorer
+
+    cfg = get("double_buffer_tma").resolve(BIG, ["forget_phase_toggle"])
+    cancel = threading.Event()
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(
+        Explorer(cfg).explore(Limits(timeout_s=30), cancel=cancel)))
+    worker.start()
+    time.sleep(0.3)
+    cancel.set()
+    set_at = time.perf_counter()
+    worker.join(timeout=5)
+    assert done and done[0].stopped_by == "cancelled"
+    assert time.perf_counter() - set_at < 0.5
+
+
+def test_first_found_is_when_the_verdict_became_unsafe():
+    _, out = explore("double_buffer_tma", ["forget_phase_toggle"], stages=2, tiles=4,
+                     consumers=2)
+    assert out.verdict == "unsafe" and out.complete
+    assert 0 <= out.first_found_s <= out.elapsed_s
+    _, safe = explore("double_buffer_tma", stages=2, tiles=4, consumers=2)
+    assert safe.first_found_s is None
+
+
+def test_release_memory_runs_anywhere():
+    from app.check.engine import release_memory
+
+    release_memory()  # glibc: trims the heap; elsewhere: only collects
