@@ -31,8 +31,13 @@ diagnostic kinds, or the length of the shortest counterexample of any kind:
    length, so these minima are the true shortest lengths. The reduced search and the unreduced
    breadth-first search are compared by tests/check/test_reduction.py.
 
+   Bulk-store issues and chunk reads are made at once too where they are invisible
+   (model.store_reads_invisible); a read is charged only when a `wait_group` of its agent needs
+   its group (docs/checker.md, "Reduction 1b").
+
 2. **Symmetry and canonical order.** States are keyed with their in-flight TMA copies sorted and
-   identical agents (the consumers of a ring) renamed into a canonical order (model.Canonical).
+   identical agents (the consumers of a ring, any number of them) renamed into a canonical order
+   by one sort on each agent's full signature (model.Canonical).
    Renamed states are bisimilar: they reach the same diagnostic kinds in the same number of steps.
    A counterexample is rebuilt on concrete states by replaying, at each edge of the path, the move
    whose successor has the recorded key.
@@ -43,6 +48,9 @@ Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an e
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import time
 from array import array
 from collections.abc import Callable
@@ -53,11 +61,20 @@ from app.sim.config import PipelineConfig
 from app.sim.detectors import deadlock_diagnostics
 from app.sim.machine import RUNNING, Machine
 
-from .model import F_STATUS, Canonical, close, decode, local_lines, plain_key
+from .model import (
+    F_STATUS,
+    Canonical,
+    close,
+    local_lines,
+    new_pend,
+    pending_total,
+    store_reads_invisible,
+)
 
 DEADLOCK = "deadlock"
 NODE_OVERHEAD = 160
-"""Bytes per stored state besides its key: dict slot, list slot, cost and parent arrays."""
+"""Bytes per stored state besides its key's bytes: the bytes object's header, dict slot, list
+slot, cost and parent arrays. The parts keys name are counted by `Canonical.part_bytes`."""
 CHECK_EVERY = 128
 """Expansions between looks at the clock, the memory estimate and the cancel flag."""
 PROGRESS_EVERY_S = 0.2
@@ -106,15 +123,22 @@ class Exploration:
     complete: bool = False
     stopped_by: str | None = None
     elapsed_s: float = 0.0
+    first_found_s: float | None = None
+    """When the first violation was found: from then on the verdict is `unsafe` whatever the
+    rest of the search finds (a client with a shorter `timeout_s` gets it then)."""
+    started: float = field(default=0.0, repr=False)
     keys: list[bytes] = field(default_factory=list, repr=False)
     parent: array = field(default_factory=lambda: array("q"), repr=False)
     cost: array = field(default_factory=lambda: array("q"), repr=False)
 
     @property
     def verdict(self) -> str:
-        if not self.complete:
-            return "inconclusive"
-        return "unsafe" if self.found else "safe"
+        """`unsafe` as soon as anything was found, even when a limit stopped the search (every
+        counterexample is a real schedule); `inconclusive` only when a limit stopped a search
+        that had found nothing. `complete` says whether the whole graph was explored."""
+        if self.found:
+            return "unsafe"
+        return "safe" if self.complete else "inconclusive"
 
     def is_shortest(self, kind: str) -> bool:
         """Whether the counterexample for `kind` is known to be a shortest one."""
@@ -129,15 +153,16 @@ class Explorer:
         self.reduce = reduce
         self.machine = Machine(cfg)
         self.local = local_lines(self.machine, reduce)
+        self.reads = store_reads_invisible(self.machine, reduce)
         self.canonical = Canonical(self.machine, symmetry=reduce)
         if not reduce:
-            self.canonical.key = plain_key
+            self.canonical.key = self.canonical.plain
 
     def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
         """A machine in the initial state, local moves made; its pending counts; diagnostics."""
         machine = Machine(self.cfg)
-        pend = [0] * machine.n_agents
-        diagnostics = close(machine, self.local, pend, moves)
+        pend = new_pend(machine.n_agents)
+        diagnostics = close(machine, self.local, pend, moves, self.reads)
         return machine, pend, diagnostics
 
     def successors(self, frozen: tuple, pend: list[int]):
@@ -156,17 +181,18 @@ class Explorer:
                 after[move] = 0
             else:
                 cost = 1
-            closing = close(machine, self.local, after) if machine.status == RUNNING else []
+            closing = (close(machine, self.local, after, None, self.reads)
+                       if machine.status == RUNNING else [])
             yield move, cost, record, closing, machine, after
 
     # ---------------------------------------------------------------------------- search
 
-    def explore(self, limits: Limits = Limits(), progress: Callable[[Progress], None] | None
-                = None, cancel: Event | None = None) -> Exploration:
-        """Expand states cheapest first until none is left or a limit is hit."""
+    def _explore(self, limits: Limits, progress: Callable[[Progress], None] | None,
+                 cancel: Event | None) -> Exploration:
         start = time.perf_counter()
-        out = Exploration(self.cfg, self.reduce)
+        out = Exploration(self.cfg, self.reduce, started=start)
         key_of = self.canonical.key
+        decode = self.canonical.decode
         machine, pend, _ = self.root()
         root_key = key_of(machine.freeze(), pend)
         keys, parent = out.keys, out.parent
@@ -192,13 +218,15 @@ class Explorer:
                     if frozen[F_STATUS] == DEADLOCK:
                         self.machine.thaw(frozen)
                         for diagnostic in deadlock_diagnostics(self.machine):
-                            self._found(out, diagnostic["kind"], current + sum(node_pend), node,
-                                        None)
+                            self._found(out, diagnostic["kind"],
+                                        current + pending_total(node_pend, self.machine.n_agents),
+                                        node, None)
                     continue
                 expanded += 1
                 if expanded % CHECK_EVERY == 0:
                     now = time.perf_counter()
-                    stop = _limit_hit(limits, len(keys), memory, now - start, cancel)
+                    stop = _limit_hit(limits, len(keys), memory + self.canonical.part_bytes,
+                                      now - start, cancel)
                     if stop:
                         out.stopped_by = stop
                         return self._finish(out, start)
@@ -238,6 +266,20 @@ class Explorer:
         out.depth += 1
         return self._finish(out, start)
 
+    def explore(self, limits: Limits = Limits(), progress: Callable[[Progress], None] | None
+                = None, cancel: Event | None = None) -> Exploration:
+        """Expand states cheapest first until none is left or a limit is hit.
+
+        The cyclic garbage collector is paused meanwhile: the search makes millions of
+        short-lived tuples and no cycles, and each collection would walk them all."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._explore(limits, progress, cancel)
+        finally:
+            if enabled:
+                gc.enable()
+
     def _finish(self, out: Exploration, start: float) -> Exploration:
         out.states = len(out.keys)
         out.elapsed_s = time.perf_counter() - start
@@ -246,6 +288,8 @@ class Explorer:
     @staticmethod
     def _found(out: Exploration, kind: str, steps: int, node: int, child: bytes | None) -> None:
         best = out.found.get(kind)
+        if out.first_found_s is None:
+            out.first_found_s = time.perf_counter() - out.started
         if best is None or steps < best.steps:
             out.found[kind] = Found(kind, steps, node, child)
 
@@ -268,9 +312,9 @@ class Explorer:
             node = out.parent[node]
         path.reverse()
         key_of = self.canonical.key
-        log: list[tuple[str, int | None, bool]] = []  # (mover, agent or None, local?)
+        log: list[tuple] = []  # ("move", name, agent or None) and what `close` made
         machine = Machine(self.cfg)
-        pend = [0] * machine.n_agents
+        pend = new_pend(machine.n_agents)
         self._close_logged(machine, pend, log)
         if key_of(machine.freeze(), pend) != path[0][0]:
             raise AssertionError("the initial state does not match the search's root")
@@ -282,7 +326,7 @@ class Explorer:
                 trial.thaw(frozen, machine.step_no)
                 trial_pend, trial_log = list(pend), []
                 is_agent = move < trial.n_agents
-                trial_log.append((trial.moves()[move], move if is_agent else None, False))
+                trial_log.append(("move", trial.moves()[move], move if is_agent else None))
                 record = trial.step(move)
                 step_cost = 1
                 if is_agent:
@@ -299,29 +343,75 @@ class Explorer:
                     break
             else:
                 raise AssertionError("no move leads to the next state of the counterexample")
-        if found.child is None:  # reported at a deadlock: every pending local move counts
-            return [name for name, _, _ in log]
+        if found.child is None:  # reported at a deadlock: every pending move counts
+            return [entry[-1] if entry[0] == "read" else entry[1] if entry[0] == "move"
+                    else entry[2] for entry in log if entry[0] != "charge"]
         return _drop_unneeded_locals(log)
 
-    def _close_logged(self, machine: Machine, pend: list[int], log: list) -> None:
+    def _close_logged(self, machine: Machine, pend: list, log: list) -> None:
         if machine.status != RUNNING:
             return
-        made: list[int] = []
-        close(machine, self.local, pend, made)
-        log.extend((machine.agents[a].name, a, True) for a in made)
+        close(machine, self.local, pend, log, self.reads)
 
 
-def _drop_unneeded_locals(log: list[tuple[str, int | None, bool]]) -> list[str]:
-    """Drop each agent's local moves made after its last other move: no later move needs them.
+def _drop_unneeded_locals(log: list[tuple]) -> list[str]:
+    """Drop each agent's local moves made after its last other move (no later move needs them),
+    and each store read that no kept `wait_group` needed.
 
     The last move (the one that raised the diagnostic) is never local, so it is kept.
     """
     last_other: dict[int, int] = {}
-    for i, (_, agent, local) in enumerate(log):
-        if agent is not None and not local:
-            last_other[agent] = i
-    return [name for i, (name, agent, local) in enumerate(log)
-            if not local or i < last_other.get(agent, -1)]
+    for i, entry in enumerate(log):
+        if entry[0] == "move" and entry[2] is not None:
+            last_other[entry[2]] = i
+    needed_at: dict[int, int] = {}  # read's index -> index of the wait_group that charged it
+    uncharged: dict[int, list[tuple[int, int]]] = {}  # agent -> [(read's index, group)]
+    for i, entry in enumerate(log):
+        if entry[0] == "read":
+            uncharged.setdefault(entry[1], []).append((i, entry[2]))
+        elif entry[0] == "charge":
+            _, agent, limit = entry
+            rest = []
+            for index, group in uncharged.get(agent, []):
+                if group < limit:
+                    needed_at[index] = i + 1  # the wait_group's own entry comes next
+                else:
+                    rest.append((index, group))
+            uncharged[agent] = rest
+    out = []
+    for i, entry in enumerate(log):
+        kind = entry[0]
+        if kind == "move":
+            out.append(entry[1])
+        elif kind == "local":
+            if i < last_other.get(entry[1], -1):
+                out.append(entry[2])
+        elif kind == "read":
+            if i in needed_at and needed_at[i] < last_other.get(entry[1], -1):
+                out.append(entry[3])
+    return out
+
+
+def release_memory() -> None:
+    """Give a finished search's memory back to the operating system.
+
+    Call it once the Exploration and the answer built from it are dropped (a worker process,
+    after each check). Stored states are many small objects; CPython frees them into its own
+    arenas and glibc keeps freed heap pages, so without `malloc_trim` the process's RSS stays at
+    its peak after the check ends."""
+    gc.collect()
+    _malloc_trim()
+
+
+def _malloc_trim() -> None:
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        pass
 
 
 def _limit_hit(limits: Limits, states: int, memory: int, elapsed: float,

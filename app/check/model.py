@@ -12,9 +12,9 @@ configurations.
 from __future__ import annotations
 
 import marshal
-from itertools import permutations, product
+import struct
 
-from app.sim.copies import OP_AGENT
+from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE, store_fits
 from app.sim.machine import PC, RUNNING, Machine
 
 LOCAL_KINDS = frozenset({"assign", "commit_group", "wait_group", "tc_fence", "tc_wait_ld"})
@@ -33,7 +33,13 @@ purely local; `st.global` is left out because it may report a `tcgen05_ld_race`.
 
 KEY_FORMAT = 2
 """marshal format 2: it writes equal values as equal bytes. Formats 3 and later write an object
-seen before as a back-reference, so the bytes would depend on which tuples happen to be shared."""
+seen before as a back-reference, so the bytes would depend on which tuples happen to be shared.
+(Used only to estimate what an interned part takes.)"""
+PARTS = 11
+"""A key's parts: the ten of `Machine.freeze()`, then the pending-move counts."""
+PACK = struct.Struct(f"<{PARTS}I")
+PART_OVERHEAD = 2
+"""An interned part takes about this many times its marshal length as Python objects."""
 
 # The layout of `Machine.freeze()`.
 F_OWED, F_REGS, F_TMA, F_BULK, F_TC, F_META, F_STATUS = 3, 4, 5, 6, 7, 8, 9
@@ -42,37 +48,108 @@ TC_AGENT = 4
 
 
 def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...], ...]:
-    """Per agent, per program counter: is the line there purely local? (One past the end: no.)"""
+    """Per agent, per program counter: is the line there purely local? (One past the end: no.)
+
+    Where store reads are invisible (`store_reads_invisible`), a bulk store's issue is local
+    too: it only appends its own copy, which no other agent's line and no load looks at (the
+    deadlock report looks at loads only), and the copy's reads are made at once. `close` makes
+    it only when its operands are in range (`copies.store_fits`): a store that would stop the
+    run with undefined behaviour stays an ordinary move."""
+    kinds = LOCAL_KINDS | ({"store"} if store_reads_invisible(machine, reduce) else set())
     return tuple(
-        tuple(reduce and kind in LOCAL_KINDS for kind in code.kinds) + (False,)
+        tuple(reduce and kind in kinds for kind in code.kinds) + (False,)
         for code in machine.code
     )
 
 
-def close(machine: Machine, local: tuple, pend: list[int], moves: list | None = None) -> list:
-    """Make every enabled purely-local move, lowest agent first, until none is left.
+def store_reads_invisible(machine: Machine, reduce: bool = True) -> bool:
+    """Whether a bulk store's chunk reads may be made at once, like local moves.
+
+    A store's chunk read moves its own copy's cursor and nothing else; it can raise only
+    `proxy_fence_missing`, and only on a chunk written with `st.shared`. So in a program with no
+    `st.shared` line, and with no line that can tell a store's writes from its reads (plain
+    `wait_group`, `ld.global`: `Machine.writes_observed`), a read raises nothing, stays enabled
+    until made, disables nothing, and commutes with every other move; the only move it enables
+    is its agent's `wait_group`. Its cost is charged when a `wait_group` of that agent needs its
+    group (see `close` and docs/checker.md)."""
+    if not reduce or machine.writes_observed:
+        return False
+    return not any("st_shared" in code.kinds for code in machine.code)
+
+
+def new_pend(n_agents: int) -> list:
+    """The search's uncharged moves: per agent, its local moves since its last other move
+    (`pend[a]`), then per agent the store reads made at once and not yet charged
+    (`pend[n + a]`: sorted ((bulk group, reads), ...))."""
+    return [0] * n_agents + [()] * n_agents
+
+
+def pending_total(pend: list, n_agents: int) -> int:
+    """Every uncharged move (a deadlock needs them all)."""
+    return sum(pend[:n_agents]) + sum(c for groups in pend[n_agents:] for _, c in groups)
+
+
+def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
+          reads: bool = False) -> list:
+    """Make every enabled purely-local move (lowest agent first) and, with `reads`, every
+    enabled bulk-store chunk read, until none is left.
 
     `pend[a]` counts the local moves agent `a` has made since its last other move (the search
-    charges them to the agent's next move, see engine.py). Returns the diagnostics these moves
-    emitted (only ever `deadlock`: the local move was the last thing that could move).
-    `moves`, when given, collects the move numbers made.
+    charges them to the agent's next move, see engine.py). A store read made here is owed by
+    its agent's bulk group (`pend[n + a]`); a `wait_group` of that agent that needs the group
+    moves the group's reads into `pend[a]` (the wait cannot return without them). Reads no
+    `wait_group` needed are never charged. Returns the diagnostics these moves emitted (only
+    ever `deadlock`: the move was the last thing that could move). `moves`, when given,
+    collects what was done: ("local", agent, name), ("read", agent, group, name) and
+    ("charge", agent, groups below which reads were charged).
     """
     diagnostics = []
     n_agents = machine.n_agents
     regs = machine.regs
+    code = machine.code
     while machine.status == RUNNING:
+        made = False
         for a in machine.ready:
-            if a >= n_agents:
-                return diagnostics
-            if local[a][regs[a][PC]]:
+            if a < n_agents:
+                pc = regs[a][PC]
+                if not local[a][pc]:
+                    continue
+                if code[a].kinds[pc] == "store" and not store_fits(machine, a, regs[a],
+                                                                   code[a].prepared[pc]):
+                    continue
+                if reads and pend[n_agents + a] and code[a].kinds[pc] == "wait_group":
+                    limit = machine.bulk_committed[a] - code[a].prepared[pc][0](regs[a])
+                    groups = pend[n_agents + a]
+                    pend[a] += sum(c for g, c in groups if g < limit)
+                    pend[n_agents + a] = tuple((g, c) for g, c in groups if g >= limit)
+                    if moves is not None:
+                        moves.append(("charge", a, limit))
+                if moves is not None:
+                    moves.append(("local", a, machine.agents[a].name))
                 record = machine.step(a)
                 pend[a] += 1
+            elif a == n_agents or not reads:
+                continue
+            else:
+                k = a - n_agents - 1
+                tma = machine.tma
+                if k >= len(tma):
+                    break  # hold moves: loads only
+                op = tma[k]
+                if op[OP_DIR] != STORE or op[OP_WRITING]:
+                    continue
+                owner, group = op[OP_AGENT], op[OP_GROUP]
                 if moves is not None:
-                    moves.append(a)
-                if record["diagnostics"]:
-                    diagnostics.extend(record["diagnostics"])
-                break
-        else:
+                    moves.append(("read", owner, group, machine.moves()[a]))
+                record = machine.step(a)
+                groups = dict(pend[n_agents + owner])
+                groups[group] = groups.get(group, 0) + 1
+                pend[n_agents + owner] = tuple(sorted(groups.items()))
+            if record["diagnostics"]:
+                diagnostics.extend(record["diagnostics"])
+            made = True
+            break
+        if not made:
             return diagnostics
     return diagnostics
 
@@ -85,7 +162,7 @@ class Canonical:
     irrelevant: a copy's chunk moves depend only on that copy, and agents with the same program
     (the consumers of a ring) differ only in name and in the bit they clear in a tile's owed mask.
     Renamed states reach the same diagnostic kinds in the same number of steps, so the search may
-    keep one of them. The key is also a valid frozen state: `thaw` accepts it.
+    keep one of them. `decode` gives back a frozen state `thaw` accepts.
     """
 
     def __init__(self, machine: Machine, symmetry: bool = True):
@@ -101,80 +178,95 @@ class Canonical:
         self.mask_limit = 1 << self.n_agents
         self._tables: dict[tuple[int, ...], list[int]] = {}
         self.identity = tuple(range(self.n_agents))
+        self._ids: dict[tuple, int] = {}
+        self.parts: list[tuple] = []
+        self.part_bytes = 0
+        """An estimate of what the interned parts take (for the search's memory limit)."""
 
-    def key(self, frozen: tuple, pend: list[int]) -> bytes:
-        perm = None
+    def key(self, frozen: tuple, pend: list) -> bytes:
         if self.groups:
             perm = self._sorting_renaming(frozen, pend)
-            if perm is None:  # equal signatures: try every order of the tied agents
-                return marshal.dumps(min(self._renamed(frozen, pend, candidate)
-                                         for candidate in self._candidates(frozen, pend)),
-                                     KEY_FORMAT)
             if perm is not self.identity:
-                return marshal.dumps(self._renamed(frozen, pend, perm), KEY_FORMAT)
+                return self.pack(*self._renamed(frozen, pend, perm))
         tma = frozen[F_TMA]
         if len(tma) > 1:
             frozen = (*frozen[:F_TMA], tuple(sorted(tma)), *frozen[F_TMA + 1:])
-        return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
+        return self.pack(frozen, pend)
 
-    def _sorting_renaming(self, frozen: tuple, pend: list[int]) -> tuple[int, ...] | None:
-        """The renaming that sorts each group by signature (`self.identity` when each already
-        is), or None when two agents of a group have equal signatures."""
+    def plain(self, frozen: tuple, pend: list) -> bytes:
+        """The key without reductions: the frozen state as it is (the unreduced search)."""
+        return self.pack(frozen, pend)
+
+    def pack(self, frozen: tuple, pend) -> bytes:
+        """A state as 44 bytes: the number of each of its parts in this search's table of
+        distinct parts (hash-consing). States share most parts (the same chunks, the same
+        barriers), so a stored state costs its 44 bytes plus the parts no state had before;
+        equal states give equal bytes because equal parts get equal numbers."""
+        ids, parts = self._ids, self.parts
+        out = []
+        for part in (*frozen, tuple(pend)):
+            i = ids.get(part)
+            if i is None:
+                i = ids[part] = len(parts)
+                parts.append(part)
+                self.part_bytes += PART_OVERHEAD * len(marshal.dumps(part, KEY_FORMAT)) + 100
+            out.append(i)
+        return PACK.pack(*out)
+
+    def decode(self, key: bytes) -> tuple[tuple, list]:
+        """The frozen state and pending-move counts a key was made from."""
+        parts = self.parts
+        numbers = PACK.unpack(key)
+        return tuple(parts[i] for i in numbers[:-1]), list(parts[numbers[-1]])
+
+    def _sorting_renaming(self, frozen: tuple, pend: list) -> tuple[int, ...]:
+        """The renaming that sorts each group of identical agents by its *full* signature
+        (`self.identity` when each group already is sorted).
+
+        The full signature is everything the state says about one agent, with its name left
+        out: its registers, bulk groups, pending moves, wait history, the owed entries that
+        carry its bit, its in-flight copies and its tensor-core entries (with their places in
+        the queue). Agents with equal full signatures are interchangeable: swapping them leaves
+        every owed mask, the sorted copy list and the queue unchanged, so the renamed state is
+        the same whichever order the tie is given. Hence one sort is a canonical form for any
+        number of identical agents (4 consumers: one sort, not 4! = 24 renamings)."""
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        n = self.n_agents
         waits = _waits_by_agent(frozen)
         perm = self.identity
         for group in self.groups:
-            if len(group) == 2:  # the common case (two consumers), without sorting
-                a, b = group
-                first = (regs[a], bulk[a], pend[a], waits.get(a, ()))
-                second = (regs[b], bulk[b], pend[b], waits.get(b, ()))
-                if first < second:
-                    continue
-                if first == second:
-                    return None
-                perm = list(perm)
-                perm[a], perm[b] = b, a
-                continue
-            signatures = [(regs[a], bulk[a], pend[a], waits.get(a, ())) for a in group]
-            order = sorted(range(len(group)), key=signatures.__getitem__)
-            for i in range(1, len(order)):
-                if signatures[order[i - 1]] == signatures[order[i]]:
-                    return None
-            if order != list(range(len(group))):
+            # The signature starts with what is cheap to read; the rest is read only for ties
+            # (a full signature sorts as its first part does where that part differs).
+            signatures = {a: (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
+                          for a in group}
+            order = sorted(group, key=signatures.__getitem__)
+            if any(signatures[x] == signatures[y] for x, y in zip(order, order[1:], strict=False)):
+                order = sorted(group, key=self._full_signatures(frozen, group,
+                                                                signatures).__getitem__)
+            if order != list(group):
                 if perm is self.identity:
                     perm = list(perm)
-                for slot, index in enumerate(order):
-                    perm[group[index]] = group[slot]
-        return perm if perm is self.identity else tuple(perm)
-
-    def _candidates(self, frozen: tuple, pend: list[int]):
-        """The renamings that sort each group by (registers, bulk groups, pending moves).
-
-        Only agents with equal signatures leave a choice; every way to order those is tried and
-        the smallest key wins, so the key is the same for every renaming of a state.
-        """
-        regs, bulk = frozen[F_REGS], frozen[F_BULK]
-        waits = _waits_by_agent(frozen)
-
-        def signature(a):
-            return (regs[a], bulk[a], pend[a], waits.get(a, ()))
-        per_group = []
-        for group in self.groups:
-            ranked = sorted(group, key=signature)
-            ties: list[list[int]] = []
-            for a in ranked:
-                if ties and signature(a) == signature(ties[-1][0]):
-                    ties[-1].append(a)
-                else:
-                    ties.append([a])
-            orders = [list(permutations(tie)) for tie in ties]
-            per_group.append([(group, sum(choice, ())) for choice in product(*orders)])
-        for choices in product(*per_group):
-            perm = list(range(self.n_agents))
-            for group, order in choices:
                 for slot, a in zip(group, order, strict=True):
                     perm[a] = slot
-            yield tuple(perm)
+        return perm if perm is self.identity else tuple(perm)
+
+    def _full_signatures(self, frozen: tuple, group: tuple, signatures: dict) -> dict:
+        """Each agent's signature with its owed entries, copies and tensor-core entries."""
+        owed, tma, tensor_core = frozen[F_OWED], frozen[F_TMA], frozen[F_TC]
+        copies: dict[int, list] = {}
+        for op in tma:
+            if op[OP_AGENT] in signatures:
+                copies.setdefault(op[OP_AGENT], []).append((*op[:OP_AGENT], *op[OP_AGENT + 1:]))
+        queue: dict[int, list] = {}
+        for place, entry in enumerate(tensor_core):
+            if entry[TC_AGENT] in signatures:
+                queue.setdefault(entry[TC_AGENT], []).append((place, entry[:TC_AGENT]))
+        full = {}
+        for a in group:
+            mine = self.bit[a]
+            full[a] = (signatures[a], tuple(key for key, mask in owed if mask & mine),
+                       tuple(sorted(copies.get(a, ()))), tuple(queue.get(a, ())))
+        return full
 
     def _mask_table(self, perm: tuple[int, ...]) -> list[int]:
         """Owed masks under a renaming: table[mask] is the mask with each agent's bit moved."""
@@ -195,9 +287,10 @@ class Canonical:
         """The state with agent `a` renamed `perm[a]` (owed masks and store copies follow)."""
         barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, meta, status = frozen
         n = self.n_agents
-        new_regs, new_bulk, new_pend = [None] * n, [0] * n, [0] * n
+        new_regs, new_bulk, new_pend = [None] * n, [0] * n, [0] * (2 * n)
         for a, to in enumerate(perm):
             new_regs[to], new_bulk[to], new_pend[to] = regs[a], bulk[a], pend[a]
+            new_pend[n + to] = pend[n + a]
         table = self._mask_table(perm)
         new_owed = tuple(sorted((key, table[mask]) for key, mask in owed))
         new_tma = tuple(sorted(
@@ -215,16 +308,8 @@ def _waits_by_agent(frozen: tuple) -> dict[int, tuple]:
     """Each agent's wait history ((barrier, first parity, waits returned), ...)."""
     out: dict[int, list] = {}
     for (a, b), value in frozen[F_META][3]:
-        out.setdefault(a, []).append((b, *value))
-    return {a: tuple(v) for a, v in out.items()}
-
-
-def plain_key(frozen: tuple, pend: list[int]) -> bytes:
-    """The key without reductions: the frozen state as it is (the unreduced search uses it)."""
-    return marshal.dumps((frozen, tuple(pend)), KEY_FORMAT)
-
-
-def decode(key: bytes) -> tuple[tuple, list[int]]:
-    """The frozen state and pending-move counts a key was made from."""
-    frozen, pend = marshal.loads(key)
-    return frozen, list(pend)
+        if a in out:
+            out[a].append((b, value))
+        else:
+            out[a] = [(b, value)]
+    return out

@@ -100,6 +100,18 @@ def _store(m, a, r, args, record) -> None:
                              "bytes": nbytes, "barrier": None})
 
 
+def store_fits(m, a, r, args) -> bool:
+    """Whether `_store` with these registers issues its copy without undefined behaviour (its
+    operands in range, whole chunks): the checker makes such a store at once (app/check)."""
+    dst, src, offset, size = args
+    try:
+        dst(r)
+        _chunks(m, src(r), offset, size(r), r)
+    except ProgramError:
+        return False
+    return True
+
+
 def _commit_group(m, a, r, args, record) -> None:
     group = m.bulk_committed[a]
     m.bulk_committed[a] = group + 1

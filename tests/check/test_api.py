@@ -18,8 +18,10 @@ from tests.asyncutil import run_async
 CONTRACT = {"verdict", "violations", "states_explored", "elapsed_s"}
 UNSAFE = {"scenario": "double_buffer_tma", "params": {"stages": 1, "tiles": 2, "consumers": 2},
           "bugs": ["wrong_arrival_count"]}
-BIG = {"scenario": "double_buffer_tma", "params": {"stages": 2, "tiles": 6, "consumers": 2},
+BIG = {"scenario": "double_buffer_tma", "params": {"stages": 4, "tiles": 8, "consumers": 4},
        "bugs": ["forget_phase_toggle"]}
+CORRECT_BIG = {"scenario": "double_buffer_tma",
+               "params": {"stages": 4, "tiles": 8, "consumers": 4}}
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +64,18 @@ def test_the_trace_is_served_again_by_the_traces_route(client):
 
 
 def test_inconclusive_says_how_far_it_got(client):
-    body = client.post("/api/v1/check", json={**BIG, "max_states": 2000}).json()
+    body = client.post("/api/v1/check", json={**CORRECT_BIG, "max_states": 2000}).json()
     assert body["verdict"] == "inconclusive" and body["stopped_by"] == "max_states"
     assert body["depth"] > 0 and "state limit" in body["message"]
-    assert body["violations"], "what was found before the limit is still listed"
+    assert body["violations"] == []
+
+
+def test_a_limit_after_violations_is_unsafe(client):
+    params = {"stages": 2, "tiles": 6, "consumers": 3}
+    body = client.post("/api/v1/check", json={**BIG, "params": params,
+                                              "max_states": 2000}).json()
+    assert body["verdict"] == "unsafe" and body["stopped_by"] == "max_states"
+    assert body["violations"], "what was found before the limit is listed: it is real"
 
 
 @pytest.mark.parametrize(("body", "loc"), [
@@ -123,7 +133,7 @@ def test_stream_sends_progress_then_the_result(client):
     assert len(progress) >= 2 and progress[-1]["states_explored"] > 0
     assert {"states_explored", "depth", "frontier", "elapsed_s"} <= progress[-1].keys()
     result = events[-1][1]
-    assert result["verdict"] == "inconclusive" and result["stopped_by"] == "timeout"
+    assert result["verdict"] in ("inconclusive", "unsafe") and result["stopped_by"] == "timeout"
 
 
 def test_get_stream_for_event_source(client):

@@ -39,8 +39,8 @@ def test_replay_command_reproduces_the_counterexample(capsys):
 
 
 def test_inconclusive_exits_2(capsys):
-    status = main(["check", "double_buffer_tma", "--stages", "2", "--tiles", "6", "--consumers",
-                   "2", "--bugs", "forget_phase_toggle", "--max-states", "2000"])
+    status = main(["check", "double_buffer_tma", "--stages", "4", "--tiles", "8", "--consumers",
+                   "4", "--max-states", "2000"])
     assert status == 2
     out, _ = capsys.readouterr()
     assert "inconclusive" in out and "state limit" in out

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.check.model import LOCAL_KINDS, Canonical, decode
+from app.check.engine import Limits
+from app.check.model import LOCAL_KINDS, Canonical
 from app.sim.machine import PC, RUNNING, Machine
 
 from .helpers import config, explore, lengths
@@ -21,6 +22,7 @@ COMPARED = [
      "forget_phase_toggle"),
     ("double_buffer_tma", {"stages": 2, "tiles": 3, "consumers": 1, "tile_bytes": 2048},
      "expect_tx_short"),
+    ("double_buffer_tma", {"stages": 1, "tiles": 2, "consumers": 3, "tile_bytes": 2048}, None),
     ("proxy_fence_store", {"stages": 2, "tiles": 4}, None),
     ("kloop_tma_mma", {"stages": 2, "tiles": 3, "tile_bytes": 2048}, "forget_phase_toggle"),
 ]
@@ -44,6 +46,32 @@ def test_reduced_and_unreduced_search_agree_with_two_consumers():
         _, reduced = explore("double_buffer_tma", [bug], reduce=True, **params)
         _, full = explore("double_buffer_tma", [bug], reduce=False, **params)
         assert (reduced.verdict, lengths(reduced)) == (full.verdict, lengths(full))
+
+
+SLOW_COMPARED = [
+    ({"stages": 1, "tiles": 2, "consumers": 3}, "wrong_arrival_count"),
+    ({"stages": 1, "tiles": 2, "consumers": 3}, "expect_tx_short"),
+    ({"stages": 2, "tiles": 2, "consumers": 3}, "producer_skips_empty_wait"),
+    ({"stages": 1, "tiles": 2, "consumers": 4}, None),
+    ({"stages": 1, "tiles": 1, "consumers": 4}, "wrong_arrival_count"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("params", "bug"), SLOW_COMPARED,
+                         ids=[f"k{p['consumers']}-{b}" for p, b in SLOW_COMPARED])
+def test_reduced_and_unreduced_search_agree_with_three_and_four_consumers(params, bug):
+    """Symmetry over 3 and 4 identical consumers and the store-read reduction (the plain search
+    takes up to a minute here)."""
+    bugs = [bug] if bug else []
+    limits = Limits(max_states=2_000_000, timeout_s=600)
+    _, reduced = explore("double_buffer_tma", bugs, reduce=True, limits=limits,
+                         tile_bytes=2048, **params)
+    _, full = explore("double_buffer_tma", bugs, reduce=False, limits=limits,
+                      tile_bytes=2048, **params)
+    assert reduced.complete and full.complete
+    assert (reduced.verdict, lengths(reduced)) == (full.verdict, lengths(full))
+    assert reduced.states * 50 < full.states
 
 
 def reachable_states(cfg) -> list[tuple]:
@@ -147,7 +175,7 @@ def test_renamed_states_have_the_same_key_and_matching_successors():
         return sorted(out)
 
     for frozen in reachable_states(cfg):
-        pend = [0, 1, 0]
+        pend = [0, 1, 0, (), ((0, 2),), ()]
         renamed, renamed_pend = canonical._renamed(frozen, pend, swap)
         assert canonical.key(frozen, pend) == canonical.key(renamed, list(renamed_pend))
         assert successors(frozen, pend) == successors(renamed, list(renamed_pend))
@@ -158,6 +186,93 @@ def test_keys_survive_decode_and_thaw():
                             consumers=2, tile_bytes=2048)
     machine = Machine(explorer.cfg)
     for key in out.keys:
-        frozen, pend = decode(key)
+        frozen, pend = explorer.canonical.decode(key)
         machine.thaw(frozen)
         assert explorer.canonical.key(machine.freeze(), pend) == key
+
+
+STORE_CONFIGS = [
+    ("double_buffer_tma", {"stages": 1, "tiles": 2, "consumers": 2, "tile_bytes": 2048},
+     ["wrong_arrival_count"]),
+    ("double_buffer_tma", {"stages": 2, "tiles": 3, "consumers": 1, "tile_bytes": 2048},
+     ["producer_skips_empty_wait"]),
+    ("double_buffer_tma", {"stages": 1, "tiles": 2, "consumers": 2, "tile_bytes": 2048},
+     ["expect_tx_short"]),
+]
+
+
+@pytest.mark.parametrize(("scenario", "params", "bugs"), STORE_CONFIGS,
+                         ids=[b[0] for _, _, b in STORE_CONFIGS])
+def test_store_reads_commute_with_every_other_move(scenario, params, bugs):
+    """model.store_reads_invisible: a bulk store's chunk read raises nothing but deadlock,
+    nothing disables it, and it commutes with every other enabled move, in every reachable
+    state (the only move it may enable is its agent's wait_group)."""
+    from app.check.model import store_reads_invisible
+    from app.sim.copies import OP_DIR, OP_WRITING, STORE
+
+    cfg = config(scenario, bugs, **params)
+    machine = Machine(cfg)
+    assert store_reads_invisible(machine)
+    checked = 0
+    for frozen in reachable_states(cfg):
+        machine.thaw(frozen)
+        ready = list(machine.ready)
+        n = machine.n_agents
+        reads = [m for m in ready if n < m < machine.hold_base
+                 and machine.tma[m - n - 1][OP_DIR] == STORE
+                 and not machine.tma[m - n - 1][OP_WRITING]]
+        for read in reads:
+            _, kinds = after(cfg, frozen, read)
+            assert kinds[0] <= {"deadlock"}
+            for other in ready:
+                if other == read:
+                    continue
+                machine.thaw(frozen)
+                names = machine.moves()
+                by_name = {}
+                for order in ((read, other), (other, read)):
+                    trial = Machine(cfg)
+                    trial.thaw(frozen)
+                    made = []
+                    for move in order:  # TMA numbers shift when a copy ends: go by name
+                        name = names[move]
+                        if name not in trial.moves() or trial.status != RUNNING:
+                            break
+                        number = trial.resolve(name)
+                        if number not in trial.ready:
+                            break
+                        made.append({d["kind"] for d in trial.step(number)["diagnostics"]})
+                    by_name[order] = (trial, made)
+                first, made_ro = by_name[(read, other)]
+                second, made_or = by_name[(other, read)]
+                assert len(made_ro) == 2 or first.status != RUNNING, "the read disabled a move"
+                if len(made_ro) == 2 and len(made_or) == 2:
+                    assert made_ro[1] - {"deadlock"} == made_or[0] - {"deadlock"}
+                    assert without_tma_order(first.freeze()) == \
+                        without_tma_order(second.freeze())
+                    checked += 1
+                else:
+                    assert second.status != RUNNING or len(made_or) == 2, \
+                        "another move disabled the read"
+    assert checked > 0
+
+
+def test_every_renaming_of_three_consumers_gets_the_same_key():
+    """Full symmetry: one sort by the full signature is canonical for any number of identical
+    agents (every one of the 3! renamings of every reachable state gets the same key)."""
+    from itertools import permutations
+
+    cfg = config("double_buffer_tma", ["wrong_arrival_count"], stages=1, tiles=2, consumers=3,
+                 tile_bytes=2048)
+    canonical = Canonical(Machine(cfg))
+    assert canonical.groups == [(1, 2, 3)]
+    pend = [0, 1, 0, 1, (), ((0, 2),), (), ((1, 1),)]
+    renamings = [(0, *p) for p in permutations((1, 2, 3))]
+    for number, frozen in enumerate(reachable_states(cfg)):
+        if number % 7:
+            continue
+        keys = set()
+        for perm in renamings:
+            renamed, renamed_pend = canonical._renamed(frozen, pend, perm)
+            keys.add(canonical.key(renamed, list(renamed_pend)))
+        assert len(keys) == 1
