@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 from fastapi import APIRouter, FastAPI
 
-from app.api import errors
+from app.api import docs, errors, work
+from app.api.responses import add_common_responses
 from app.api.routes import check, mbarrier, scenarios, schema, sessions, traces
+from app.core.security import Guard
 from app.replay import routes as replays
 from app.web import pages
 
@@ -17,16 +21,27 @@ def api_router() -> APIRouter:
     return router
 
 
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    """Worker pools start on first use; at shutdown their processes are stopped."""
+    yield
+    work.shutdown()
+
+
 def create_app() -> FastAPI:
     app = FastAPI(
         title="mbarrier-inspector",
         version="0.1.0",
         description="An inspector of GPU asynchronous pipelines: mbarriers, TMA copies and "
                     "producer/consumer rings, as deterministic step traces.",
+        docs_url=None, redoc_url=None, lifespan=lifespan,
     )
     errors.install(app)
     app.include_router(api_router())
+    docs.install(app)
     pages.install(app)
+    app.add_middleware(Guard)
+    add_common_responses(app)
     return app
 
 

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import math
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from app.core.pool import Busy
 from app.scenarios import ParamError
 from app.sim.machine import MoveError
 
 
-def field_error(location: str, field: str, message: str, status: int = 422) -> JSONResponse:
-    return JSONResponse(
-        status_code=status,
-        content={"detail": [{"loc": [location, field], "msg": message, "type": "value_error"}]},
-    )
+def detail(location: str, field, message: str) -> list[dict]:
+    """The API's one error body shape (FastAPI's 422): where, which field, what was wrong."""
+    loc = [location, *field] if isinstance(field, tuple | list) else [location, field]
+    return [{"loc": loc, "msg": message, "type": "value_error"}]
+
+
+def field_error(location: str, field, message: str, status: int = 422) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"detail": detail(location, field, message)})
+
+
+def fail(status: int, location: str, field, message: str) -> HTTPException:
+    """An HTTP error to raise, in the same shape as `field_error`."""
+    return HTTPException(status, detail(location, field, message))
 
 
 MAX_ECHO = 200
@@ -58,6 +67,11 @@ def install(app: FastAPI) -> None:
     async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
         location = "body" if request.method in ("POST", "PUT") else "query"
         return field_error(location, exc.field, exc.message)
+
+    @app.exception_handler(Busy)
+    async def _busy(request: Request, exc: Busy) -> JSONResponse:
+        return JSONResponse(status_code=503, headers={"Retry-After": str(exc.retry_after)},
+                            content={"detail": detail("server", "busy", str(exc))})
 
     @app.exception_handler(MoveError)
     async def _move_error(request: Request, exc: MoveError) -> JSONResponse:

@@ -88,16 +88,13 @@ def test_bad_requests_are_422_naming_the_field(client, body, loc):
     assert response.json()["detail"][0]["loc"][:len(loc)] == loc
 
 
-def test_busy_server_answers_503(client):
-    taken = 0
-    while check_route._slots.acquire(blocking=False):
-        taken += 1
-    try:
-        response = client.post("/api/v1/check", json=UNSAFE)
-        assert response.status_code == 503 and "Retry-After" in response.headers
-    finally:
-        for _ in range(taken):
-            check_route._slots.release()
+def test_busy_server_answers_503(client, monkeypatch):
+    monkeypatch.setattr(check_route.checks, "free", [])  # every slot taken
+    response = client.post("/api/v1/check", json=UNSAFE)
+    assert response.status_code == 503 and int(response.headers["Retry-After"]) > 0
+    response = client.post("/api/v1/check/stream", json=UNSAFE)
+    assert response.status_code == 503 and "Retry-After" in response.headers
+    monkeypatch.undo()
     assert client.post("/api/v1/check", json=UNSAFE).status_code == 200
 
 
