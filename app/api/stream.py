@@ -206,17 +206,19 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
 
     async def commands() -> None:
         nonlocal allowance, checked
+        warned = False
         while True:
             text = await receive()
             now = time.monotonic()
             allowance = min(float(rate), allowance + (now - checked) * rate)
             checked = now
             if allowance < 1:
-                if allowance > 0:  # say it once per burst, then drop silently
+                if not warned:  # say it once per burst, then drop silently
                     outbox.put(error_message(ParamError(
-                        "type", f"at most {rate} commands a second; this one was dropped")))
-                    allowance = 0.0
+                        "type", f"at most {rate} commands a second; dropping the excess")))
+                    warned = True
                 continue
+            warned = False
             allowance -= 1
             try:
                 await obey(parse_command(text))

@@ -61,7 +61,8 @@ def session_key(config: Settings = settings) -> bytes:
 # ------------------------------------------------------------------------------------ CSP
 
 def loopback_origins(port: int | None) -> tuple[str, ...]:
-    suffix = f":{port}" if port else ""
+    """What a browser sends as Origin from a page of this server on loopback."""
+    suffix = f":{port}" if port and port not in (80, 443) else ""
     return tuple(f"{scheme}://{host}{suffix}" for scheme in ("http", "https")
                  for host in ("127.0.0.1", "localhost", "[::1]"))
 

@@ -13,7 +13,14 @@ from fastapi import APIRouter, HTTPException, Query, Response
 
 from app.api.encode import compact_json, json_response
 from app.replay.conformance import check_trace
-from app.replay.store import TRACES_DIR, ReplayError, list_replays, load_bandwidth, load_replay
+from app.replay.store import (
+    NOT_TRACES,
+    TRACES_DIR,
+    ReplayError,
+    list_replays,
+    load_bandwidth,
+    load_replay,
+)
 
 router = APIRouter(prefix="/replays", tags=["replays"])
 
@@ -29,7 +36,17 @@ def _cached(replay_id: str, mtime_ns: int) -> dict:
     return load_replay(replay_id)
 
 
+def _known(replay_id: str) -> bool:
+    """Matched against the catalogue before any file access (a 300-byte id is a 404)."""
+    if len(replay_id) > 100 or replay_id in NOT_TRACES:
+        return False
+    return any(p.stem == replay_id for p in TRACES_DIR.glob("*.json"))
+
+
 def _replay(replay_id: str) -> dict:
+    if not _known(replay_id):
+        raise HTTPException(404, [{"loc": ["path", "replay_id"], "type": "value_error",
+                                   "msg": f"no replay {replay_id[:80]!r}"}])
     path = TRACES_DIR / f"{replay_id}.json"
     try:
         mtime = path.stat().st_mtime_ns if path.is_file() else 0
