@@ -8,6 +8,8 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.core.pool import Busy
 from app.scenarios import ParamError
@@ -67,6 +69,19 @@ def install(app: FastAPI) -> None:
     async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
         location = "body" if request.method in ("POST", "PUT") else "query"
         return field_error(location, exc.field, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # name every method of the path, not one route's
+            methods = set()
+            for route in request.app.router.routes:
+                if getattr(route, "methods", None) and route.matches(request.scope)[0] in (
+                        Match.FULL, Match.PARTIAL):
+                    methods |= route.methods
+            headers["Allow"] = ", ".join(sorted(methods))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                            headers=headers)
 
     @app.exception_handler(Busy)
     async def _busy(request: Request, exc: Busy) -> JSONResponse:

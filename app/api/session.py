@@ -58,6 +58,48 @@ def frame_json(entry: Entry, step: int, cursor: Machine | None = None) -> str:
     return text
 
 
+def snapshot_patch(old: dict, new: dict) -> dict:
+    """What changed from snapshot `old` to `new`: `set` (fields replaced whole) and `items`
+    (for lists of the same length, the changed items by index). static/js/player.js applies it."""
+    replaced, items = {}, {}
+    for name, value in new.items():
+        before = old.get(name)
+        if value == before:
+            continue
+        if (isinstance(value, list) and isinstance(before, list)
+                and len(value) == len(before)):
+            items[name] = {str(i): v for i, (v, b) in enumerate(zip(value, before, strict=True))
+                           if v != b}
+        else:
+            replaced[name] = value
+    return {"set": replaced, "items": items}
+
+
+def patch_json(entry: Entry, step: int, cursor: Machine,
+               before: dict | None) -> tuple[str, dict | None]:
+    """The frame at `step` as a patch of the one before (`patch` in place of `snapshot`),
+    encoded once per run and step. `cursor` stands at `step - 1` and is moved to `step`;
+    `before` is its snapshot if known. Returns the JSON and the new snapshot (None if the
+    patch came from the cache)."""
+    key = (entry.serial, -step)
+    run = entry.run
+    text = _frames.get(key)
+    if text is not None:
+        cursor.step(run.choices[step - 1])
+        return text, None
+    if before is None:
+        before = cursor.snapshot()
+    record = cursor.step(run.choices[step - 1])
+    snapshot = cursor.snapshot()
+    text = json.dumps({"step": step, "total_steps": run.total_steps, "status": run.status,
+                       "ready": ready_names(cursor), "record": record,
+                       "patch": snapshot_patch(before, snapshot)}, separators=(",", ":"))
+    _frames[key] = text
+    if len(_frames) > FRAMES_KEPT:
+        _frames.popitem(last=False)
+    return text, snapshot
+
+
 def scenario_block(key: RunKey, run: Run) -> dict:
     return {**run.scenario, "schedule": key.schedule.as_dict()}
 

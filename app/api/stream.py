@@ -15,11 +15,19 @@ import contextlib
 import json
 import time
 from dataclasses import replace
+from functools import lru_cache
 
 from fastapi import HTTPException, WebSocket, WebSocketDisconnect
 
 from app.api.runstore import Entry, store
-from app.api.session import clamp_step, frame_json, open_token, picks_by_name, scenario_block
+from app.api.session import (
+    clamp_step,
+    frame_json,
+    open_token,
+    patch_json,
+    picks_by_name,
+    scenario_block,
+)
 from app.api.session import step_session as step_once
 from app.api.token import SessionToken
 from app.core.config import settings
@@ -32,6 +40,15 @@ MAX_SPEED = 240.0
 """Steps per second a stream may play at."""
 MIN_SPEED = 0.1
 MAX_COMMAND = 4096
+FLOOD_FACTOR = 20
+"""A client that sends this many times its allowance in one burst is disconnected (1008)."""
+ID_EVERY = 16
+"""Played frames carry the session id every this many steps (a command's answer always does):
+enough for a client that reconnects (it seeks to its own step) to hold an id that is fresh."""
+
+
+class Flood(Exception):
+    """A client that keeps flooding after being told to stop."""
 
 
 class Streams:
@@ -65,24 +82,36 @@ class Stream:
         self.token = token
         self.entry = entry
         self.cursor: Machine | None = None
+        self.before: dict | None = None
+        self.patches = False
+        """The client applies snapshot patches (it said so in `play`): played frames carry
+        `patch` (what changed since the step before) in place of `snapshot`."""
 
     def advance(self) -> str:
-        """The cursor one step on (playing), as a message."""
+        """The cursor one step on (playing), as a frame."""
         step = self.token.step + 1
         if self.cursor is None:
             self.cursor = self.entry.machine_at(self.token.step, Machine(self.entry.run.cfg))
-        text = frame_json(self.entry, step, self.cursor)
+            self.before = None
+        if self.patches:
+            text, self.before = patch_json(self.entry, step, self.cursor, self.before)
+        else:
+            text = frame_json(self.entry, step, self.cursor)
         self.token = replace(self.token, step=step)
         return text
 
     def message(self, frame: str | None = None, *, changed: bool = False, **extra) -> str:
         token, entry = self.token, self.entry
+        parts = ['{"type":"state",']
         if frame is None:
             self.cursor = None  # moved by a command: the next play thaws a fresh one
-            frame = frame_json(entry, token.step)
-        parts = ['{"type":"state",', frame[1:-1], f',"id":"{token.encode()}"']
+            parts.append(frame_json(entry, token.step)[1:-1])
+        else:
+            parts.append(frame[1:-1])
+        if frame is None or token.step % ID_EVERY == 0:
+            parts.append(f',"id":"{token.encode()}"')
         if extra:
-            parts += [",", json.dumps(extra, separators=(",", ":"))[1:-1]]
+            parts.append(_extra_json(tuple(extra.items())))
         if changed:
             run = entry.run
             more = {"changed": True, "scenario": scenario_block(token.key, run),
@@ -90,6 +119,11 @@ class Stream:
             parts += [",", json.dumps(more, separators=(",", ":"))[1:-1]]
         parts.append("}")
         return "".join(parts)
+
+
+@lru_cache(maxsize=256)
+def _extra_json(items: tuple) -> str:
+    return "," + json.dumps(dict(items), separators=(",", ":"))[1:-1]
 
 
 def error_message(err: Exception) -> dict:
@@ -151,8 +185,10 @@ class Outbox:
 
 async def play_socket(websocket: WebSocket, session_id: str) -> None:
     """Messages in: `{"type": "play" | "pause" | "step" | "back" | "seek" | "reset" | "speed"}`
-    with `agent`, `step` or `steps_per_s`. Out: `{"type": "state", ...}` after every command and
-    every played step, `{"type": "error", "status", "field", "message"}` for a refused command."""
+    with `agent`, `step` or `steps_per_s` (`play` with `"patches": true`: played frames carry a
+    `patch` of the snapshot before, see `session.snapshot_patch`). Out: `{"type": "state", ...}`
+    after every command and every played step, `{"type": "error", "status", "field",
+    "message"}` for a refused command."""
     await websocket.accept()
     try:
         token, entry = await open_token(session_id)
@@ -206,19 +242,21 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
 
     async def commands() -> None:
         nonlocal allowance, checked
-        warned = False
+        dropped = 0
         while True:
             text = await receive()
             now = time.monotonic()
             allowance = min(float(rate), allowance + (now - checked) * rate)
             checked = now
             if allowance < 1:
-                if not warned:  # say it once per burst, then drop silently
+                if not dropped:  # say it once per burst, then drop silently
                     outbox.put(error_message(ParamError(
                         "type", f"at most {rate} commands a second; dropping the excess")))
-                    warned = True
+                dropped += 1
+                if dropped > FLOOD_FACTOR * rate:
+                    raise Flood
                 continue
-            warned = False
+            dropped = 0
             allowance -= 1
             try:
                 await obey(parse_command(text))
@@ -230,6 +268,7 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
         kind = command.get("type")
         changed = False
         if kind == "play":
+            stream.patches = command.get("patches") is True
             if "steps_per_s" in command:
                 state["speed"] = speed(command["steps_per_s"])
             if not state["playing"]:
@@ -279,7 +318,9 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
     try:
         outbox.put(stream.message(changed=True, **state))
         await asyncio.wait({reader, outbox.sender}, return_when=asyncio.FIRST_COMPLETED)
-        if reader.done() and not reader.cancelled() and not isinstance(
+        if reader.done() and not reader.cancelled() and isinstance(reader.exception(), Flood):
+            outbox.overflowed = True  # closed with 1008 below, like a client that does not read
+        elif reader.done() and not reader.cancelled() and not isinstance(
                 reader.exception(), WebSocketDisconnect):
             reader.result()
     finally:
@@ -293,4 +334,5 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
                 task.exception()  # retrieved: a client that left is not an error
         if outbox.overflowed:
             with contextlib.suppress(Exception, asyncio.TimeoutError):
-                await asyncio.wait_for(websocket.close(code=1008, reason="not reading"), 5)
+                await asyncio.wait_for(websocket.close(code=1008, reason="flooding or not reading"),
+                                       5)

@@ -25,10 +25,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from app.api.errors import fail
+from app.api.runs import Params, params_dict
 from app.api.runstore import SESSION_STEP_LIMIT, RunKey
 from app.core.config import settings
 from app.core.security import session_key
-from app.scenarios import PARAM_NAMES
 from app.sim.schedule import SCHEDULES, Schedule
 
 MAX_TOKEN_CHARS = 16_000
@@ -42,7 +42,6 @@ ISSUED_KEPT = 8192
 ScenarioId = Annotated[StrictStr, Field(min_length=1, max_length=80)]
 BugName = Annotated[StrictStr, Field(min_length=1, max_length=60)]
 Seed = Annotated[StrictInt, Field(ge=0, le=MAX_SEED)]
-ParamValue = Annotated[StrictInt, Field(ge=-(2**31), le=2**31)]
 Step = Annotated[StrictInt, Field(ge=0, le=SESSION_STEP_LIMIT)]
 
 
@@ -51,8 +50,7 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     scenario: ScenarioId
-    params: Annotated[dict[Annotated[str, Field(max_length=40)], ParamValue | None],
-                      Field(max_length=len(PARAM_NAMES))] = {}
+    params: Params = Params()
     bugs: Annotated[list[BugName], Field(max_length=16)] = []
     seed: Seed | None = None
 
@@ -104,7 +102,7 @@ class SessionToken:
                   "bugs": list(key.bugs), "kind": key.schedule.kind, "seed": key.schedule.seed,
                   "picks": key.picks, "step": self.step, "issued": issued}
         payload = json.dumps(fields, separators=(",", ":")).encode()
-        if len(payload) > 200:
+        if len(payload) > 600:  # only ids with many picks: compressing costs more than the bytes
             payload = b"z" + zlib.compress(payload, 6)
         text = f"{_b64(payload)}.{_b64(_mac(payload))}"
         _issued[text] = (self, issued)
@@ -148,7 +146,7 @@ class SessionToken:
                     else Schedule(fields.kind, moves=()) if fields.kind == "manual"
                     else Schedule(fields.kind))
         key = RunKey(fields.scenario, tuple(sorted(
-            (k, v) for k, v in fields.params.items() if v is not None)),
+            params_dict(fields.params).items())),
             tuple(fields.bugs), schedule, tuple(fields.picks))
         return cls(key, fields.step)
 

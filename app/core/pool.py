@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError as FutureCancelled
@@ -37,9 +38,14 @@ _flags = None
 _reports = None
 
 
-def _init(flags, reports) -> None:
+def _init(flags, reports, nice: int) -> None:
+    """Runs first in each worker. The workers run at a lower priority than the server: on a
+    small machine a search takes the idle CPU, not the event loop's."""
     global _flags, _reports
     _flags, _reports = flags, reports
+    if nice:
+        with contextlib.suppress(OSError, AttributeError):
+            os.nice(nice)
 
 
 class Flag:
@@ -80,8 +86,10 @@ class WorkPool:
     `progress`, which gets its reports on the event loop) gets `(report, cancel)` as last
     arguments; cancelling the awaiting task raises the job's cancel flag."""
 
-    def __init__(self, name: str, workers: int, queue: int, start_method: str = "spawn"):
+    def __init__(self, name: str, workers: int, queue: int, start_method: str = "spawn",
+                 nice: int = 10):
         self.name = name
+        self.nice = nice
         self.workers = max(1, workers)
         self.limit = self.workers + max(0, queue)
         self.start_method = start_method
@@ -104,7 +112,8 @@ class WorkPool:
             self.reports = context.SimpleQueue()
             self.executor = ProcessPoolExecutor(self.workers, mp_context=context,
                                                 initializer=_init,
-                                                initargs=(self.flags, self.reports))
+                                                initargs=(self.flags, self.reports,
+                                                          self.nice))
             self.reader = threading.Thread(target=self._read, name=f"{self.name}-reports",
                                            daemon=True)
             self.reader.start()

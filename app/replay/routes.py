@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from app.api.encode import compact_json, json_response
+from app.api.responses import errors
 from app.replay.conformance import check_trace
 from app.replay.store import (
     NOT_TRACES,
@@ -60,14 +61,14 @@ def _catalogue(stamp: tuple) -> bytes:
     return compact_json({"replays": list_replays()})
 
 
-@router.get("")
+@router.get("", responses=errors())
 def get_replays() -> Response:
     """The catalogue: one entry per shipped GPU trace (id, scenario, status, device, lesson)."""
     stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(TRACES_DIR.glob("*.json")))
     return json_response(_catalogue(stamp))
 
 
-@router.get("/bandwidth")
+@router.get("/bandwidth", responses=errors(404, 422))
 def get_bandwidth() -> dict:
     """GB/s of the TMA ring over stages x tile sizes beside cudaMemcpy ("why pipelining")."""
     try:
@@ -76,7 +77,7 @@ def get_bandwidth() -> dict:
         raise _http(exc) from exc
 
 
-@router.get("/{replay_id}")
+@router.get("/{replay_id}", responses=errors(404, 422))
 def get_replay(
     replay_id: str,
     first: Annotated[int, Query(alias="from", ge=1)] = 1,
@@ -96,7 +97,7 @@ def get_replay(
     return json_response({**doc, "steps": steps, "window": window})
 
 
-@router.get("/{replay_id}/conformance")
+@router.get("/{replay_id}/conformance", responses=errors(404, 422))
 def get_conformance(replay_id: str) -> dict:
     """Replay the trace's barrier operations through the model again; the divergences found."""
     report = check_trace(_replay(replay_id))

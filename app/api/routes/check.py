@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from app.api.errors import fail
 from app.api.responses import errors
+from app.api.runs import Params, param_query, params_dict
 from app.api.runstore import find_scenario
 from app.api.work import checks, unless_gone
 from app.check.engine import Limits
@@ -37,15 +38,12 @@ from app.scenarios import PARAM_NAMES, ParamError
 router = APIRouter(prefix="/check", tags=["check"])
 
 QUERY_NAMES = {"scenario", "bugs", "max_states", "timeout_s", *PARAM_NAMES}
-Param = Annotated[int | None, Query(ge=-(2**31), le=2**31)]
 
 
 class CheckRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     scenario: Annotated[str, Field(max_length=80)]
-    params: Annotated[dict[Annotated[str, Field(max_length=40)],
-                           Annotated[StrictInt, Field(ge=-(2**31), le=2**31)]],
-                      Field(max_length=len(PARAM_NAMES))] = {}
+    params: Params = Params()
     bugs: Annotated[list[Annotated[str, Field(max_length=60)]], Field(max_length=16)] = []
     max_states: Annotated[StrictInt, Field(ge=1, le=MAX_STATES)] = DEFAULT_MAX_STATES
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S
@@ -82,7 +80,7 @@ class _Job:
         except ParamError as err:
             raise fail(422, location, "scenario", err.message) from None
         try:
-            self.cfg = self.scenario.resolve(body.params, body.bugs)
+            self.cfg = self.scenario.resolve(params_dict(body.params), body.bugs)
         except ParamError as err:
             nested = location == "body" and err.field != "bugs"
             where = ("params", err.field) if nested else (err.field,)
@@ -117,11 +115,11 @@ async def post_check_stream(body: CheckRequest):
 async def get_check_stream(
     request: Request,
     scenario: Annotated[str, Query(max_length=80)],
-    stages: Param = None,
-    tiles: Param = None,
-    tile_bytes: Param = None,
-    chunk_bytes: Param = None,
-    consumers: Param = None,
+    stages: param_query("stages") = None,
+    tiles: param_query("tiles") = None,
+    tile_bytes: param_query("tile_bytes") = None,
+    chunk_bytes: param_query("chunk_bytes") = None,
+    consumers: param_query("consumers") = None,
     bugs: Annotated[str, Query(max_length=400)] = "",
     max_states: Annotated[int, Query(ge=1, le=MAX_STATES)] = DEFAULT_MAX_STATES,
     timeout_s: Annotated[float, Query(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S,
@@ -134,7 +132,7 @@ async def get_check_stream(
     params = {"stages": stages, "tiles": tiles, "tile_bytes": tile_bytes,
               "chunk_bytes": chunk_bytes, "consumers": consumers}
     body = CheckRequest.model_construct(
-        scenario=scenario, params={k: v for k, v in params.items() if v is not None},
+        scenario=scenario, params=Params(**params),
         bugs=[b.strip() for b in bugs.split(",") if b.strip()], max_states=max_states,
         timeout_s=timeout_s)
     return _stream(_Job(body, "query"))

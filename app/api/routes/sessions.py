@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from app.api import sse, stream
 from app.api.errors import fail
 from app.api.responses import JSON_ONLY, SESSION_ERRORS, errors
-from app.api.runs import parse_schedule
+from app.api.runs import params_dict, parse_schedule
 from app.api.runstore import SESSION_STEP_LIMIT, canonical_key, store
 from app.api.session import (
     answer,
@@ -91,7 +91,7 @@ async def create_session(body: SessionCreate) -> Response:
         schedule_in = ScheduleIn(kind=schedule_in, seed=body.seed, moves=body.moves)
     schedule = parse_schedule(schedule_in.kind, schedule_in.seed)
     bugs = ",".join(body.bugs) if isinstance(body.bugs, list) else body.bugs
-    key = canonical_key(body.scenario, body.params, bugs, schedule)
+    key = canonical_key(body.scenario, params_dict(body.params), bugs, schedule)
     named = [(p.step, p.agent) for p in body.picks]
     moves = schedule_in.moves or body.moves
     if moves:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.encode import compact_json, json_response
 from app.api.responses import errors
-from app.api.runs import MAX_SEED, parse_schedule, scenario_or_404
+from app.api.runs import MAX_SEED, param_query, parse_schedule, scenario_or_404
 from app.api.runstore import TRACE_LIMIT, Entry, canonical_key, store
 from app.core.config import settings
 from app.scenarios import PARAM_NAMES, ParamError
@@ -24,7 +24,6 @@ from app.scenarios import PARAM_NAMES, ParamError
 router = APIRouter(prefix="/traces", tags=["traces"])
 
 QUERY_NAMES = set(PARAM_NAMES) | {"bugs", "schedule", "seed", "moves", "from", "to", "snapshots"}
-Param = Annotated[int | None, Query(ge=-(2**31), le=2**31)]
 
 
 def window_diagnostics(diagnostics: list[dict], first: int, last: int) -> list[dict]:
@@ -68,11 +67,11 @@ async def window_document(entry: Entry, first: int, last: int | None, snapshots:
 async def get_trace(
     scenario_id: str,
     request: Request,
-    stages: Param = None,
-    tiles: Param = None,
-    tile_bytes: Param = None,
-    chunk_bytes: Param = None,
-    consumers: Param = None,
+    stages: param_query("stages") = None,
+    tiles: param_query("tiles") = None,
+    tile_bytes: param_query("tile_bytes") = None,
+    chunk_bytes: param_query("chunk_bytes") = None,
+    consumers: param_query("consumers") = None,
     bugs: Annotated[str, Query(max_length=400)] = "",
     schedule: Annotated[str, Query(max_length=40)] = "round_robin",
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
