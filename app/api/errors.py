@@ -27,8 +27,9 @@ def field_error(location: str, field, message: str, status: int = 422) -> JSONRe
 
 
 def fail(status: int, location: str, field, message: str) -> HTTPException:
-    """An HTTP error to raise, in the same shape as `field_error`."""
-    return HTTPException(status, detail(location, field, message))
+    """An HTTP error to raise, in the same shape as `field_error` (a 503 says when to retry)."""
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return HTTPException(status, detail(location, field, message), headers=headers)
 
 
 MAX_ECHO = 200

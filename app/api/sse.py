@@ -29,11 +29,11 @@ def event_stream(request: Request, token: SessionToken, entry: Entry, first: int
         start = int(last_id) + 1
     if streams.full():
         raise fail(503, "server", "streams", "this server has too many open streams; retry")
-    streams.open += 1
     stream = Stream(replace(token, step=max(0, start - 1)), entry)
     total = entry.run.total_steps
 
     async def lines():
+        streams.open += 1  # counted while the generator runs, so it is always given back
         try:
             yield "retry: 1000\n\n"
             delay = 1.0 / steps_per_s
