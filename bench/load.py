@@ -59,11 +59,24 @@ async def create(client: httpx.AsyncClient, base: str, seed: int) -> str:
     raise RuntimeError(f"could not create session {seed}: {response.text[:200]}")
 
 
+async def connect(url: str, **kwargs):
+    """A session socket and its first state, retrying a 503 (a worker rebuilding the run is
+    busy) as the browser UI does."""
+    for attempt in range(60):
+        ws = await websockets.connect(url, max_size=2**22, **kwargs)
+        first = json.loads(await ws.recv())
+        if first.get("type") == "state":
+            return ws, first
+        await ws.close()
+        await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt))
+    raise RuntimeError(f"{url}: {first}")
+
+
 # ------------------------------------------------------------------ the playing sessions
 
 async def player(url: str, speed: float, seconds: float, go: asyncio.Event, out: dict) -> None:
-    async with websockets.connect(url, max_size=2**22) as ws:
-        first = json.loads(await ws.recv())
+    ws, first = await connect(url)
+    async with ws:
         out["connected"] += 1
         await go.wait()
         await ws.send(json.dumps({"type": "play", "steps_per_s": speed, "patches": True}))
@@ -112,8 +125,8 @@ async def check_poster(base: str, until: float, out: dict) -> None:
 
 
 async def seek_flooder(url: str, until: float, out: dict) -> None:
-    async with websockets.connect(url, max_size=2**22) as ws:
-        await ws.recv()
+    ws, _ = await connect(url)
+    async with ws:
 
         async def read():
             while True:
@@ -171,8 +184,8 @@ async def get_probe(base: str, until: float, latencies: list[float]) -> None:
 
 
 async def step_probe(url: str, until: float, rtts: list[float]) -> None:
-    async with websockets.connect(url, max_size=2**22) as ws:
-        await ws.recv()
+    ws, _ = await connect(url)
+    async with ws:
         while time.monotonic() < until:
             started = time.perf_counter()
             await ws.send('{"type":"step"}')
@@ -200,12 +213,15 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--speed", type=float, default=30.0)
     parser.add_argument("--probes", type=int, default=5)
+    parser.add_argument("--deflate", action="store_true",
+                        help="WebSocket permessage-deflate on (`serve` leaves it off)")
     args = parser.parse_args()
     seconds = args.seconds
-    print(f"cores: {os.cpu_count()}; uvicorn: 2 workers on loopback; {args.sessions} sessions "
+    print(f"cores: {os.cpu_count()}; uvicorn: 2 workers on loopback, WebSocket deflate "
+          f"{'on' if args.deflate else 'off'}; {args.sessions} sessions "
           f"at {args.speed:g} steps/s, 4 check posters, 1 seek flooder, 20 non-readers, "
           f"{seconds:g} s")
-    with server(workers=2) as (base, _port, pid):
+    with server(workers=2, deflate=args.deflate) as (base, _port, pid):
         async def make_ids():
             async with httpx.AsyncClient() as client:
                 return [await create(client, base, seed)

@@ -53,7 +53,8 @@ class Settings:
     """Checks that may wait for a worker; past that, 503 with Retry-After."""
     build_workers: int = field(default_factory=lambda: _int("MBI_BUILD_WORKERS", 1))
     """Worker processes that build runs (sessions and traces), per server process."""
-    build_queue: int = field(default_factory=lambda: _int("MBI_BUILD_QUEUE", 16))
+    build_queue: int = field(default_factory=lambda: _int("MBI_BUILD_QUEUE", 256))
+    """Builds that may wait: a class opening sessions on another worker rebuilds them all."""
     check_max_memory_mb: int = field(
         default_factory=lambda: _int("MBI_CHECK_MAX_MEMORY_MB", 1024))
     """Megabytes one check may keep in stored states."""
