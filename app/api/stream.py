@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import json
+import logging
 import time
 from dataclasses import replace
 from functools import lru_cache
@@ -36,6 +39,8 @@ from app.core.security import BodyError, check_json
 from app.scenarios import ParamError
 from app.sim.machine import Machine, MoveError
 
+logger = logging.getLogger(__name__)
+
 MAX_SPEED = 240.0
 """Steps per second a stream may play at."""
 MIN_SPEED = 0.1
@@ -49,6 +54,47 @@ enough for a client that reconnects (it seeks to its own step) to hold an id tha
 
 class Flood(Exception):
     """A client that keeps flooding after being told to stop."""
+
+
+class Ticker:
+    """Paces every playing stream of this process from one task: one timer wakes it at most
+    every `GRAIN` seconds, and it calls each stream whose step is due (a stream's `tick(now)`
+    returns when it is due next, or None when it stops). A timer and a task per playing client
+    cost more than the step itself."""
+
+    GRAIN = 0.002
+
+    def __init__(self) -> None:
+        self.heap: list = []
+        self.order = itertools.count()
+        self.task: asyncio.Task | None = None
+
+    def add(self, tick, due: float) -> None:
+        loop = asyncio.get_running_loop()
+        if self.task is not None and self.task.get_loop() is not loop:
+            self.heap, self.task = [], None  # a new event loop (tests): the old one's are gone
+        heapq.heappush(self.heap, (due, next(self.order), tick))
+        if self.task is None or self.task.done():
+            self.task = loop.create_task(self.run())
+
+    async def run(self) -> None:
+        heap = self.heap
+        while heap:
+            delay = heap[0][0] - time.monotonic()
+            await asyncio.sleep(min(max(delay, self.GRAIN), 0.05))
+            now = time.monotonic()
+            while heap and heap[0][0] <= now:
+                _, _, tick = heapq.heappop(heap)
+                try:
+                    due = tick(now)
+                except Exception:  # noqa: BLE001 - one stream's failure stops that stream only
+                    logger.exception("a playing stream failed")
+                    continue
+                if due is not None:
+                    heapq.heappush(heap, (due, next(self.order), tick))
+
+
+ticker = Ticker()
 
 
 class Streams:
@@ -111,7 +157,7 @@ class Stream:
         if frame is None or token.step % ID_EVERY == 0:
             parts.append(f',"id":"{token.encode()}"')
         if extra:
-            parts.append(_extra_json(tuple(extra.items())))
+            parts.append(_extra_json(tuple(i for i in extra.items() if i[0] != "generation")))
         if changed:
             run = entry.run
             more = {"changed": True, "scenario": scenario_block(token.key, run),
@@ -204,34 +250,34 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
         return
     streams.open += 1
     stream = Stream(token, entry)
-    state = {"playing": False, "speed": 4.0}
+    state = {"playing": False, "speed": 4.0, "generation": 0}
     outbox = Outbox(websocket)
-    player: asyncio.Task | None = None
     rate = settings.ws_messages_per_s
     allowance, checked = float(rate), time.monotonic()
 
-    async def play() -> None:
-        """Advance one step every 1/speed s until the end or a pause."""
-        next_at = time.monotonic()
-        while state["playing"]:
-            next_at += 1.0 / state["speed"]
-            delay = next_at - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                next_at = time.monotonic()  # fell behind: do not burst to catch up
+    def play() -> None:
+        """Advance one step every 1/speed s until the end or a pause (paced by the ticker)."""
+        generation = state["generation"] = state["generation"] + 1
+        next_at = time.monotonic() + 1.0 / state["speed"]
+
+        def tick(now: float) -> float | None:
+            nonlocal next_at
+            if not state["playing"] or state["generation"] != generation or outbox.overflowed:
+                return None
             if stream.token.step >= stream.entry.run.total_steps:
                 state["playing"] = False
                 outbox.put(stream.message(**state))
-                return
+                return None
             outbox.put(stream.message(stream.advance(), **state))
+            next_at += 1.0 / state["speed"]
+            if next_at < now:
+                next_at = now  # fell behind: do not burst to catch up
+            return next_at
+
+        ticker.add(tick, next_at)
 
     def stop() -> None:
-        nonlocal player
         state["playing"] = False
-        if player is not None:
-            player.cancel()
-            player = None
 
     async def receive() -> str | None:
         """The next text message (None for a binary one); raises WebSocketDisconnect."""
@@ -264,7 +310,6 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
                 outbox.put(error_message(err))
 
     async def obey(command: dict) -> None:
-        nonlocal player
         kind = command.get("type")
         changed = False
         if kind == "play":
@@ -276,7 +321,7 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
                     stream.token = replace(stream.token, step=0)
                     stream.cursor = None
                 state["playing"] = True
-                player = asyncio.create_task(play())
+                play()
             return
         if kind == "speed":
             state["speed"] = speed(command.get("steps_per_s"))
@@ -325,9 +370,8 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
             reader.result()
     finally:
         state["playing"] = False
-        for task in (player, reader, outbox.sender):
-            if task is not None:
-                task.cancel()
+        for task in (reader, outbox.sender):
+            task.cancel()
         streams.open -= 1
         for task in (reader, outbox.sender):
             if task.done() and not task.cancelled():
