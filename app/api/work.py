@@ -1,5 +1,5 @@
-"""This process's worker pools: schedule checks and run builds (`app.core.pool`), their 503
-answer, and the helper that cancels a job the moment its HTTP client goes away."""
+"""This process's worker pools: schedule checks and run builds (`app.core.pool`), and the helper
+that cancels a job the moment its HTTP client goes away."""
 
 from __future__ import annotations
 
@@ -7,20 +7,14 @@ import asyncio
 from collections.abc import Awaitable
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
 
 from app.core.config import settings
-from app.core.pool import Busy, WorkPool
+from app.core.pool import WorkPool
 
 checks = WorkPool("check", settings.check_concurrency, settings.check_queue,
                   settings.pool_start_method)
 builds = WorkPool("build", settings.build_workers, settings.build_queue,
                   settings.pool_start_method)
-
-
-def busy_response(err: Busy) -> JSONResponse:
-    return JSONResponse(status_code=503, headers={"Retry-After": str(err.retry_after)},
-                        content={"detail": str(err)})
 
 
 def shutdown() -> None:

@@ -36,8 +36,6 @@ class Settings:
     allowed_origins: tuple[str, ...] = field(
         default_factory=lambda: _list("MBI_ALLOWED_ORIGINS"))
     """Origins whose pages may open WebSockets; empty: the loopback origins of the served port."""
-    run_cache_size: int = field(default_factory=lambda: _int("MBI_RUN_CACHE", 8))
-    """Runs kept per process: a million-step run holds 10-35 MB (choices and checkpoints)."""
     max_window: int = field(default_factory=lambda: _int("MBI_MAX_WINDOW", 2000))
     """Most steps one trace response holds with snapshots (ten times that without)."""
     max_sessions: int = field(default_factory=lambda: _int("MBI_MAX_SESSIONS", 2000))
