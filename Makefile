@@ -51,7 +51,7 @@ load: install-test
 
 # Schemathesis over every operation, at least 10,000 requests (make test runs a small subset).
 fuzz: install-test
-	MBI_FUZZ_EXAMPLES=$${MBI_FUZZ_EXAMPLES:-400} MBI_FUZZ_MIN_REQUESTS=10000 \
+	MBI_FUZZ_EXAMPLES=$${MBI_FUZZ_EXAMPLES:-650} MBI_FUZZ_MIN_REQUESTS=10000 \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/api/test_schemathesis.py
 
 # Reruns every shipped GPU trace; needs a Hopper GPU and CuPy in $(PYTHON) (not in .venv).

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 
 from app.api import docs, errors, work
+from app.api.errors import known_query
 from app.api.responses import add_common_responses
 from app.api.routes import check, mbarrier, scenarios, schema, sessions, traces
 from app.core.security import Guard
@@ -15,7 +16,7 @@ from app.web import pages
 
 
 def api_router() -> APIRouter:
-    router = APIRouter(prefix="/api/v1")
+    router = APIRouter(prefix="/api/v1", dependencies=[Depends(known_query)])
     for module in (scenarios, traces, mbarrier, schema, sessions, check, replays):
         router.include_router(module.router)
     return router

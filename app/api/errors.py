@@ -9,6 +9,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
 from starlette.routing import Match
 
 from app.core.pool import Busy
@@ -30,6 +31,28 @@ def fail(status: int, location: str, field, message: str) -> HTTPException:
     """An HTTP error to raise, in the same shape as `field_error` (a 503 says when to retry)."""
     headers = {"Retry-After": "5"} if status == 503 else None
     return HTTPException(status, detail(location, field, message), headers=headers)
+
+
+def _query_names(dependant) -> set[str]:
+    names, stack = set(), [dependant]
+    while stack:
+        current = stack.pop()
+        names |= {p.alias for p in current.query_params}
+        stack.extend(current.dependencies)
+    return names
+
+
+def known_query(connection: HTTPConnection) -> None:
+    """A query parameter the route does not take is a 422 naming it (a misspelt `seed` would
+    otherwise be silently ignored)."""
+    route = connection.scope.get("route")
+    if connection.scope["type"] != "http" or not connection.query_params or route is None:
+        return
+    known = _query_names(route.dependant)
+    for name in connection.query_params:
+        if name not in known:
+            raise fail(422, "query", name[:40], f"unknown query parameter {name[:40]!r}; known: "
+                                                f"{', '.join(sorted(known)) or 'none'}")
 
 
 MAX_ECHO = 200
