@@ -3,9 +3,10 @@ here, not in the engine).
 
 Bounded on every side: commands are JSON objects of at most 4 KB, parsed with a depth limit, at
 most `settings.ws_messages_per_s` a second (a token bucket; the excess is answered with one
-error and dropped); a client that does not read is dropped once `settings.ws_send_buffer` bytes
-wait for it; open streams (WebSocket and SSE together) are bounded by `settings.max_sessions`.
-Every frame carries the session id, so a client that reconnects resumes where it was.
+error and dropped, and a client that keeps flooding is disconnected); a client that does not read
+is dropped once `settings.ws_send_buffer` bytes wait for it; open streams (WebSocket and SSE
+together) are bounded by `settings.max_sessions`. Answers carry the session id, played frames
+every `ID_EVERY` steps, so a client that reconnects resumes where it was.
 """
 
 from __future__ import annotations
