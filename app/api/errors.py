@@ -42,9 +42,9 @@ def _query_names(dependant) -> set[str]:
     return names
 
 
-def known_query(connection: HTTPConnection) -> None:
+async def known_query(connection: HTTPConnection) -> None:
     """A query parameter the route does not take is a 422 naming it (a misspelt `seed` would
-    otherwise be silently ignored)."""
+    otherwise be silently ignored). Async: a plain function would cost a thread hop a request."""
     route = connection.scope.get("route")
     if connection.scope["type"] != "http" or not connection.query_params or route is None:
         return

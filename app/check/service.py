@@ -9,6 +9,7 @@ limit stopped the search; the violations found so far are still listed.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from threading import Event
@@ -130,13 +131,15 @@ def summary(describe: dict, out: Exploration) -> str:
 
 
 def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
-              report: Callable[[dict], None] | None = None, cancel: Event | None = None) -> dict:
+              report: Callable[[dict], None] | None = None, cancel: Event | None = None) -> str:
     """`check_config` as a worker-process job (app.core.pool): progress goes out as plain dicts,
-    and `cancel` is the job's shared flag."""
+    `cancel` is the job's shared flag, and the answer comes back as JSON text (encoding a
+    counterexample trace takes the event loop tens of milliseconds; the worker has time)."""
     progress = None
     if report is not None:
         def progress(p: Progress) -> None:
             report({"states_explored": p.states, "transitions": p.transitions,
                     "depth": p.depth, "frontier": p.frontier,
                     "elapsed_s": round(p.elapsed_s, 3)})
-    return check_config(scenario, cfg, limits, progress, cancel)
+    return json.dumps(check_config(scenario, cfg, limits, progress, cancel),
+                      separators=(",", ":"))

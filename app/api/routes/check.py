@@ -14,7 +14,7 @@ import asyncio
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
@@ -98,7 +98,7 @@ async def post_check(body: CheckRequest, request: Request):
     result = await unless_gone(request, checks.run(check_job, *job.args(), cancellable=True))
     if result is None:  # the client has gone; no one reads this
         return JSONResponse({"detail": "cancelled"}, status_code=499)
-    return JSONResponse(result)
+    return Response(result, media_type="application/json")
 
 
 @router.post("/stream", response_class=StreamingResponse,
@@ -150,7 +150,7 @@ def _stream(job: _Job):
         try:
             result = await checks.run(check_job, *job.args(),
                                       progress=lambda p: queue.put_nowait(("progress", p)))
-            queue.put_nowait(("result", result))
+            queue.put_nowait(("result", result))  # JSON text already
         except Busy as err:
             queue.put_nowait(("error", {"detail": str(err)}))
         except Exception as err:  # reported to the client, not swallowed
@@ -174,5 +174,6 @@ async def _events(queue: asyncio.Queue, task: asyncio.Task):
         task.cancel()
 
 
-def _event(kind: str, payload: dict) -> str:
-    return f"event: {kind}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+def _event(kind: str, payload: dict | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"event: {kind}\ndata: {data}\n\n"

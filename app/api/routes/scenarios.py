@@ -26,5 +26,5 @@ async def list_scenarios() -> Response:
 
 
 @router.get("/{scenario_id}", responses=errors(404))
-def get_scenario(scenario_id: str) -> dict:
+async def get_scenario(scenario_id: str) -> dict:
     return scenario_or_404(scenario_id).as_dict()
