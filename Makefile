@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint bench capture chromium install install-test dist clean
+.PHONY: run test lint bench load fuzz capture chromium install install-test dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,15 @@ bench: install-test
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/check.py
 	$(BIN)/python bench/serve.py
+
+# A class at once against 2 uvicorn workers for 2 minutes (bench/load.py prints the figures).
+load: install-test
+	$(BIN)/python bench/load.py
+
+# Schemathesis over every operation, at least 10,000 requests (make test runs a small subset).
+fuzz: install-test
+	MBI_FUZZ_EXAMPLES=$${MBI_FUZZ_EXAMPLES:-650} MBI_FUZZ_MIN_REQUESTS=10000 \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/api/test_schemathesis.py
 
 # Reruns every shipped GPU trace; needs a Hopper GPU and CuPy in $(PYTHON) (not in .venv).
 # `$(PYTHON) -m app.capture.make_all --decode-only` rebuilds them from traces/raw/ without a GPU.

@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--ws-deflate", action="store_true",
+                       help="compress WebSocket frames (permessage-deflate): less bandwidth, "
+                            "about a quarter more server CPU a played step")
 
     trace = sub.add_parser("trace", help="print a trace as JSON (or a step table)")
     add_config_arguments(trace)
@@ -154,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             import uvicorn
 
-            uvicorn.run("app.main:app", host=args.host, port=args.port, workers=args.workers)
+            uvicorn.run("app.main:app", host=args.host, port=args.port, workers=args.workers,
+                        ws_per_message_deflate=args.ws_deflate)
             return 0
         if args.command == "trace":
             return cmd_trace(args)

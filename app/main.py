@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI
+import gc
+from contextlib import asynccontextmanager
 
-from app.api import errors
+from fastapi import APIRouter, Depends, FastAPI
+
+from app.api import docs, errors, work
+from app.api.errors import known_query
+from app.api.responses import add_common_responses
 from app.api.routes import check, mbarrier, pipelines, scenarios, schema, sessions, traces
+from app.core.security import Guard
 from app.replay import routes as replays
 from app.web import pages
 
 
 def api_router() -> APIRouter:
-    router = APIRouter(prefix="/api/v1")
+    router = APIRouter(prefix="/api/v1", dependencies=[Depends(known_query)])
     for module in (scenarios, traces, pipelines, mbarrier, schema, sessions, check, replays):
         router.include_router(module.router)
     return router
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    """Worker pools start on first use; at shutdown their processes are stopped. What was
+    imported until now lives as long as the process: frozen out of the cyclic collector, so that a
+    full collection (which stops every stream) scans only what requests created."""
+    gc.collect()
+    gc.freeze()
+    yield
+    work.shutdown()
 
 
 def create_app() -> FastAPI:
@@ -23,10 +40,14 @@ def create_app() -> FastAPI:
         version="0.1.0",
         description="An inspector of GPU asynchronous pipelines: mbarriers, TMA copies and "
                     "producer/consumer rings, as deterministic step traces.",
+        docs_url=None, redoc_url=None, lifespan=lifespan,
     )
     errors.install(app)
     app.include_router(api_router())
+    docs.install(app)
     pages.install(app)
+    app.add_middleware(Guard)
+    add_common_responses(app)
     return app
 
 

@@ -131,7 +131,7 @@ async def player(url: str, speed: float, seconds: float, gaps: list[float], coun
         connected.append(1)
         await go.wait()
         await asyncio.sleep(offset)  # students press play at different moments
-        await ws.send(json.dumps({"type": "play", "steps_per_s": speed}))
+        await ws.send(json.dumps({"type": "play", "steps_per_s": speed, "patches": True}))
         last = None
         deadline = time.monotonic() + seconds
         n = 0

@@ -4,20 +4,55 @@ from __future__ import annotations
 
 import math
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
+from starlette.routing import Match
 
+from app.core.pool import Busy
 from app.scenarios import ParamError, PipelineError
 from app.sim.machine import MoveError
 
 
-def field_error(location: str, field: str, message: str, status: int = 422) -> JSONResponse:
-    return JSONResponse(
-        status_code=status,
-        content={"detail": [{"loc": [location, field], "msg": message, "type": "value_error"}]},
-    )
+def detail(location: str, field, message: str) -> list[dict]:
+    """The API's one error body shape (FastAPI's 422): where, which field, what was wrong."""
+    loc = [location, *field] if isinstance(field, tuple | list) else [location, field]
+    return [{"loc": loc, "msg": message, "type": "value_error"}]
+
+
+def field_error(location: str, field, message: str, status: int = 422) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"detail": detail(location, field, message)})
+
+
+def fail(status: int, location: str, field, message: str) -> HTTPException:
+    """An HTTP error to raise, in the same shape as `field_error` (a 503 says when to retry)."""
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return HTTPException(status, detail(location, field, message), headers=headers)
+
+
+def _query_names(dependant) -> set[str]:
+    names, stack = set(), [dependant]
+    while stack:
+        current = stack.pop()
+        names |= {p.alias for p in current.query_params}
+        stack.extend(current.dependencies)
+    return names
+
+
+async def known_query(connection: HTTPConnection) -> None:
+    """A query parameter the route does not take is a 422 naming it (a misspelt `seed` would
+    otherwise be silently ignored). Async: a plain function would cost a thread hop a request."""
+    route = connection.scope.get("route")
+    if connection.scope["type"] != "http" or not connection.query_params or route is None:
+        return
+    known = _query_names(route.dependant)
+    for name in connection.query_params:
+        if name not in known:
+            raise fail(422, "query", name[:40], f"unknown query parameter {name[:40]!r}; known: "
+                                                f"{', '.join(sorted(known)) or 'none'}")
 
 
 MAX_ECHO = 200
@@ -67,6 +102,24 @@ def install(app: FastAPI) -> None:
         if exc.limit:
             detail["limit"] = exc.limit
         return JSONResponse(status_code=422, content={"detail": [detail]})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # name every method of the path, not one route's
+            methods = set()
+            for route in request.app.router.routes:
+                if getattr(route, "methods", None) and route.matches(request.scope)[0] in (
+                        Match.FULL, Match.PARTIAL):
+                    methods |= route.methods
+            headers["Allow"] = ", ".join(sorted(methods))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                            headers=headers)
+
+    @app.exception_handler(Busy)
+    async def _busy(request: Request, exc: Busy) -> JSONResponse:
+        return JSONResponse(status_code=503, headers={"Retry-After": str(exc.retry_after)},
+                            content={"detail": detail("server", "busy", str(exc))})
 
     @app.exception_handler(MoveError)
     async def _move_error(request: Request, exc: MoveError) -> JSONResponse:

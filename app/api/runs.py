@@ -1,23 +1,17 @@
-"""Building runs for the API: one place that turns query parameters into a `Run`, with a small
-per-process cache so that paging through a long trace does not simulate it again.
-
-Runs are pure functions of (scenario, configuration, schedule), so any worker process can rebuild
-any run; the cache only saves time.
-"""
+"""Turning user input into run keys: the schedule parser and the path lookup of a scenario (both
+over the one scenario lookup, `app.api.runstore.find_scenario`)."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+from typing import Annotated
 
-from fastapi import HTTPException
+from fastapi import Query
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
-from app.core.config import settings
-from app.scenarios import ParamError, Scenario
-from app.scenarios import get as get_scenario
-from app.sim.machine import MoveError
+from app.api.errors import fail
+from app.api.runstore import find_scenario
+from app.scenarios import PARAM_NAMES, ParamError, Scenario, catalogue
 from app.sim.schedule import SCHEDULES, Schedule
-from app.sim.trace import STEP_LIMIT, Run
 
 MAX_MANUAL_MOVES = 10_000
 MAX_SEED = 2**63 - 1
@@ -25,9 +19,9 @@ MAX_SEED = 2**63 - 1
 
 def scenario_or_404(scenario_id: str) -> Scenario:
     try:
-        return get_scenario(scenario_id)
-    except KeyError:
-        raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
+        return find_scenario(scenario_id, "scenario_id")
+    except ParamError as err:
+        raise fail(404, "path", "scenario_id", err.message) from None
 
 
 def parse_schedule(kind: str | None, seed: int | str | None = None,
@@ -57,49 +51,35 @@ def parse_schedule(kind: str | None, seed: int | str | None = None,
     return Schedule(kind)
 
 
-class RunCache:
-    """Least-recently-used runs by their full key; thread-safe (handlers run in a thread pool).
-
-    At most `builders` runs are simulated at once (a million-step run takes seconds of CPU), and
-    concurrent requests for the same run wait for one build instead of each starting their own.
-    """
-
-    def __init__(self, size: int, builders: int = 2, step_limit: int = STEP_LIMIT):
-        self.size = size
-        self.step_limit = step_limit
-        self.runs: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
-        self.building: dict = {}
-        self.builders = threading.BoundedSemaphore(builders)
-
-    def get(self, scenario: Scenario, params: dict, bugs, schedule: Schedule) -> Run:
-        cfg = scenario.resolve(params, bugs)
-        key = (scenario.id, cfg, schedule)
-        while True:
-            with self.lock:
-                run = self.runs.get(key)
-                if run is not None:
-                    self.runs.move_to_end(key)
-                    return run
-                pending = self.building.get(key)
-                if pending is None:
-                    pending = self.building[key] = threading.Event()
-                    break
-            pending.wait()
-        try:
-            with self.builders:
-                run = Run.complete(cfg, schedule, scenario.describe(cfg), self.step_limit)
-            with self.lock:
-                self.runs[key] = run
-                while len(self.runs) > self.size:
-                    self.runs.popitem(last=False)
-            return run
-        except MoveError as err:
-            raise ParamError("moves", str(err)) from None
-        finally:
-            with self.lock:
-                del self.building[key]
-            pending.set()
+def _ranges() -> dict[str, tuple[int, int]]:
+    """Each parameter's widest range over the catalogue (a scenario may allow less, and some
+    rules join fields: a chunk divides its tile), so the OpenAPI bounds say what can pass."""
+    out: dict[str, tuple[int, int]] = {}
+    for scenario in catalogue().values():
+        for name, spec in scenario.parameters.items():
+            lo, hi = out.get(name, (spec["min"], spec["max"]))
+            out[name] = (min(lo, spec["min"]), max(hi, spec["max"]))
+    return out
 
 
-runs = RunCache(settings.run_cache_size)
+PARAM_RANGES = _ranges()
+
+
+class _Forbid(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+Params = create_model(
+    "Params", __base__=_Forbid,
+    **{name: (Annotated[StrictInt, Field(ge=PARAM_RANGES[name][0], le=PARAM_RANGES[name][1])]
+              | None, None) for name in PARAM_NAMES})
+"""A scenario's parameters in a JSON body (absent or null: the scenario's default)."""
+
+
+def param_query(name: str):
+    lo, hi = PARAM_RANGES[name]
+    return Annotated[int | None, Query(ge=lo, le=hi)]
+
+
+def params_dict(params: BaseModel) -> dict:
+    return params.model_dump(exclude_none=True)

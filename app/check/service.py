@@ -9,11 +9,12 @@ limit stopped the search; the violations found so far are still listed.
 
 from __future__ import annotations
 
-import os
+import json
 import time
 from collections.abc import Callable
 from threading import Event
 
+from app.core.config import settings
 from app.scenarios import ParamError, Scenario
 from app.scenarios import get as get_scenario
 from app.sim.config import PipelineConfig
@@ -26,8 +27,9 @@ MAX_STATES = 2_000_000
 MAX_TIMEOUT_S = 60.0
 DEFAULT_MAX_STATES = 1_000_000
 DEFAULT_TIMEOUT_S = 20.0
-MAX_MEMORY = int(os.environ.get("MBI_CHECK_MAX_MEMORY_MB", "1024")) << 20
-"""Bytes one check may keep in stored states (an estimate the search maintains as it goes)."""
+MAX_MEMORY = settings.check_max_memory_mb << 20
+"""Bytes one check may keep in stored states (an estimate the search maintains as it goes):
+`MBI_CHECK_MAX_MEMORY_MB`."""
 
 STOP_REASONS = {
     "max_states": "the state limit",
@@ -127,3 +129,18 @@ def summary(describe: dict, out: Exploration) -> str:
     if found:
         text += f" Found so far (so it is unsafe): {listed}."
     return text
+
+
+def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
+              report: Callable[[dict], None] | None = None, cancel: Event | None = None) -> str:
+    """`check_config` as a worker-process job (app.core.pool): progress goes out as plain dicts,
+    `cancel` is the job's shared flag, and the answer comes back as JSON text (encoding a
+    counterexample trace takes the event loop tens of milliseconds; the worker has time)."""
+    progress = None
+    if report is not None:
+        def progress(p: Progress) -> None:
+            report({"states_explored": p.states, "transitions": p.transitions,
+                    "depth": p.depth, "frontier": p.frontier,
+                    "elapsed_s": round(p.elapsed_s, 3)})
+    return json.dumps(check_config(scenario, cfg, limits, progress, cancel),
+                      separators=(",", ":"))

@@ -12,9 +12,10 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from app.api.encode import compact_json, json_response
+from app.api.responses import errors
 from app.export.perfetto import to_chrome_trace
 from app.replay.conformance import check_trace
-from app.replay.store import ReplayError, list_replays, load_bandwidth, load_replay
+from app.replay.store import NOT_TRACES, ReplayError, list_replays, load_bandwidth, load_replay
 from app.resources import traces_dir
 
 router = APIRouter(prefix="/replays", tags=["replays"])
@@ -31,7 +32,17 @@ def _cached(replay_id: str, mtime_ns: int) -> dict:
     return load_replay(replay_id)
 
 
+def _known(replay_id: str) -> bool:
+    """Matched against the catalogue before any file access (a 300-byte id is a 404)."""
+    if len(replay_id) > 100 or replay_id in NOT_TRACES:
+        return False
+    return any(p.stem == replay_id for p in traces_dir().glob("*.json"))
+
+
 def _replay(replay_id: str) -> dict:
+    if not _known(replay_id):
+        raise HTTPException(404, [{"loc": ["path", "replay_id"], "type": "value_error",
+                                   "msg": f"no replay {replay_id[:80]!r}"}])
     path = traces_dir() / f"{replay_id}.json"
     try:
         mtime = path.stat().st_mtime_ns if path.is_file() else 0
@@ -45,14 +56,14 @@ def _catalogue(stamp: tuple) -> bytes:
     return compact_json({"replays": list_replays()})
 
 
-@router.get("")
+@router.get("", responses=errors())
 def get_replays() -> Response:
     """The catalogue: one entry per shipped GPU trace (id, scenario, status, device, lesson)."""
     stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(traces_dir().glob("*.json")))
     return json_response(_catalogue(stamp))
 
 
-@router.get("/bandwidth")
+@router.get("/bandwidth", responses=errors(404, 422))
 def get_bandwidth() -> dict:
     """GB/s of the TMA ring over stages x tile sizes beside cudaMemcpy ("why pipelining")."""
     try:
@@ -61,7 +72,7 @@ def get_bandwidth() -> dict:
         raise _http(exc) from exc
 
 
-@router.get("/{replay_id}")
+@router.get("/{replay_id}", responses=errors(404, 422))
 def get_replay(
     replay_id: str,
     first: Annotated[int, Query(alias="from", ge=1)] = 1,
@@ -81,7 +92,7 @@ def get_replay(
     return json_response({**doc, "steps": steps, "window": window})
 
 
-@router.get("/{replay_id}/conformance")
+@router.get("/{replay_id}/conformance", responses=errors(404, 422))
 def get_conformance(replay_id: str) -> dict:
     """Replay the trace's barrier operations through the model again; the divergences found."""
     report = check_trace(_replay(replay_id))

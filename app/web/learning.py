@@ -28,8 +28,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from app.api.routes.pipelines import body_scenario
-from app.api.runs import parse_schedule, runs
+from app.api.routes.pipelines import check_size, source_key
+from app.api.runs import parse_schedule
+from app.api.runstore import build_run, scenario_of
+from app.api.work import builds
 from app.scenarios import PARAM_NAMES, ParamError, Scenario
 from app.scenarios import get as get_scenario
 
@@ -148,6 +150,20 @@ def standalone_page(scenario: Scenario, doc: dict, *, step: int = 0, panels=PANE
         theme=theme if theme in ("light", "dark") else None)
 
 
+def export_page(key, options: dict) -> tuple[str, str, list[str]]:
+    """The exported lesson page of run `key` (runs in a build worker): its HTML, the file name's
+    stem and the run's bugs. A run past `EXPORT_MAX_STEPS` is a `ParamError`."""
+    run, _ = build_run(key)
+    if run.total_steps > EXPORT_MAX_STEPS:
+        raise ParamError("tiles", f"this run has more than {EXPORT_MAX_STEPS:,} steps; an "
+                                  f"exported lesson holds at most {EXPORT_MAX_STEPS:,}")
+    scenario = scenario_of(key.scenario or None, key.source)
+    doc = run.document(1, run.total_steps, True)
+    html = standalone_page(scenario, doc, **options)
+    stem = scenario.id or f"pipeline-{scenario.source_sha256[:12]}"
+    return html, stem, sorted(doc["scenario"]["bugs"])
+
+
 def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) -> None:
     """Mount the lesson, export and barrier routes (`page` renders a template with its boot)."""
 
@@ -163,31 +179,27 @@ def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) ->
     def barrier_page(request: Request) -> HTMLResponse:
         return page(request, "barrier.html", boot={"page": "barrier"})
 
-    def export(scenario_id: str | Scenario, params: dict, bugs, schedule, *, step: int,
-               panels: tuple, predict: bool, theme: str | None, callouts: dict,
-               title: str | None = None) -> Response:
-        if isinstance(scenario_id, Scenario):
-            scenario = scenario_id
-        else:
+    async def export(scenario_id: str | None, source: str | None, params: dict, bugs,
+                     schedule, *, step: int, panels: tuple, predict: bool, theme: str | None,
+                     callouts: dict, title: str | None = None) -> Response:
+        if source is None:
             try:
-                scenario = get_scenario(scenario_id)
+                get_scenario(scenario_id)
             except KeyError:
                 raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
-        run = runs.get(scenario, params, bugs, schedule)
-        if run.total_steps > EXPORT_MAX_STEPS:
-            raise ParamError("tiles", f"this run has {run.total_steps:,} steps; an exported "
-                                      f"lesson holds at most {EXPORT_MAX_STEPS:,}")
-        doc = run.document(1, run.total_steps, True)
-        html = standalone_page(scenario, doc, step=step, panels=panels, predict=predict,
-                               theme=theme, callouts=callouts, title=title,
-                               static=static_dir, templates=templates)
-        stem = scenario.id or f"pipeline-{scenario.source_sha256[:12]}"
-        name = "-".join([stem, *sorted(doc["scenario"]["bugs"])]) + ".html"
+        else:
+            check_size(source)
+        key = await builds.run(source_key, source, scenario_id, params, bugs, schedule,
+                               EXPORT_MAX_STEPS + 1)
+        options = {"step": step, "panels": panels, "predict": predict, "theme": theme,
+                   "callouts": callouts, "title": title}
+        html, stem, bug_names = await builds.run(export_page, key, options)
+        name = "-".join([stem, *bug_names]) + ".html"
         return HTMLResponse(html, headers={"content-disposition": f'attachment; filename="{name}"',
                                            "cache-control": "no-store"})
 
     @app.get("/export/{scenario_id}", include_in_schema=False)
-    def export_lesson(request: Request, scenario_id: str) -> Response:
+    async def export_lesson(request: Request, scenario_id: str) -> Response:
         """The embed's query; the built-in lesson's callouts (`callouts=0`: none)."""
         query = request.query_params
         for name in query:
@@ -204,19 +216,22 @@ def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) ->
         step = query.get("step", "0")
         panels = tuple(p for p in query.get("panels", "").split(",") if p in PANELS) or PANELS
         callouts = lesson(scenario_id) if query.get("callouts") != "0" else {"callouts": []}
-        return export(scenario_id, params, query.get("bugs", ""), schedule,
-                      step=int(step) if step.isdigit() else 0, panels=panels,
-                      predict=query.get("predict") == "1", theme=query.get("theme"),
-                      callouts=callouts)
+        return await export(scenario_id, None, params, query.get("bugs", ""), schedule,
+                            step=int(step) if step.isdigit() else 0, panels=panels,
+                            predict=query.get("predict") == "1", theme=query.get("theme"),
+                            callouts=callouts)
 
     @app.post("/export", include_in_schema=False)
-    def export_posted(body: ExportRequest) -> Response:
-        """A lesson with the instructor's own callouts, pinned to this very run (the pipeline
-        source joins this body with the pipeline language)."""
+    async def export_posted(body: ExportRequest) -> Response:
+        """A lesson with the instructor's own callouts, pinned to this very run (a built-in,
+        or a pipeline text)."""
         schedule = parse_schedule(body.schedule, body.seed, body.moves)
         panels = tuple(p for p in body.panels if p in PANELS) or PANELS
-        scenario = body_scenario(body.source, body.scenario)
-        return export(scenario, body.params, body.bugs, schedule, step=body.step,
-                      panels=panels, predict=body.predict, theme=body.theme,
-                      callouts={"callouts": [c.model_dump() for c in body.callouts],
-                                "any_run": True}, title=body.title)
+        if (body.source is None) == (body.scenario is None):
+            raise ParamError("source", "give either `source` (a pipeline text) or `scenario` "
+                                       "(a built-in id), not both")
+        return await export(body.scenario, body.source, body.params, body.bugs, schedule,
+                            step=body.step, panels=panels, predict=body.predict,
+                            theme=body.theme, title=body.title,
+                            callouts={"callouts": [c.model_dump() for c in body.callouts],
+                                      "any_run": True})

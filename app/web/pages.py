@@ -2,8 +2,8 @@
 
 Pages carry only what the server knows before any run exists (the scenario, its parameters and bug
 toggles, which optional subsystems answer); every state the student sees comes from the JSON API.
-A Content-Security-Policy allows the page's own scripts, styles and sockets only (no CDN, works
-offline) and lets `settings.frame_ancestors` embed it in an iframe.
+Their Content-Security-Policy (the page's own scripts, styles and sockets only; framable under
+/embed/ alone) is added by `app.core.security.Guard`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from app.core.config import settings
 from app.replay.store import NOT_TRACES
 from app.resources import static_dir, templates_dir, traces_dir
 from app.scenarios import catalogue
@@ -27,16 +26,6 @@ templates = Jinja2Templates(directory=templates_dir())
 
 PANELS = ("agents", "barriers", "stages", "timeline", "diagnostics", "controls")
 """What an embed may show (`/embed/{id}?panels=barriers,timeline`); all by default."""
-
-HOST_OK = re.compile(r"^[A-Za-z0-9.\-:\[\]]{1,255}$")
-
-
-def content_security_policy(host: str | None) -> str:
-    sockets = f" ws://{host} wss://{host}" if host and HOST_OK.match(host) else ""
-    return ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            f"connect-src 'self'{sockets}; base-uri 'self'; form-action 'self'; "
-            f"object-src 'none'; frame-ancestors {settings.frame_ancestors}")
-
 
 def script_json(value) -> str:
     """JSON safe inside a <script type="application/json"> element."""
@@ -59,37 +48,9 @@ def scenario_or_404(scenario_id: str):
         raise HTTPException(404, f"no scenario {scenario_id[:80]!r}") from None
 
 
-class PageHeaders:
-    """Adds the CSP (with `frame-ancestors`) to every HTML response. A plain ASGI middleware: the
-    decorator kind would wrap every API call in extra tasks and streams, halving throughput."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"].startswith("/api/"):
-            return await self.app(scope, receive, send)
-        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
-
-        async def send_with_headers(message):
-            if message["type"] == "http.response.start":
-                headers = message.get("headers", [])
-                if any(k == b"content-type" and v.startswith(b"text/html") for k, v in headers):
-                    message = {**message, "headers": [
-                        *headers,
-                        (b"content-security-policy", content_security_policy(host).encode()),
-                        (b"referrer-policy", b"same-origin"),
-                        (b"x-content-type-options", b"nosniff")]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
 def install(app: FastAPI) -> None:
-    """Mount /static and the page routes on `app`, with the CSP header on every page."""
+    """Mount /static and the page routes on `app` (headers and CSP: app.core.security)."""
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
-
-    app.add_middleware(PageHeaders)
 
     def page(request: Request, name: str, status_code: int = 200, **context) -> HTMLResponse:
         boot = {"features": features(app), **context.pop("boot", {})}

@@ -13,6 +13,17 @@ class Emitter {
 
 export const SPEEDS = [1, 2, 4, 8, 15, 30];
 
+/** A played frame's snapshot: the one before with `patch` applied (fields in `set` replaced
+ *  whole, list items in `items` replaced by index), as the server's snapshot_patch writes it. */
+function patched(snapshot, patch) {
+  const out = {...snapshot, ...patch.set};
+  for (const [name, items] of Object.entries(patch.items)) {
+    const list = out[name] = out[name].slice();
+    for (const [index, item] of Object.entries(items)) list[Number(index)] = item;
+  }
+  return out;
+}
+
 export class SessionPlayer extends Emitter {
   constructor(view, {speed = 4} = {}) {
     super();
@@ -27,6 +38,7 @@ export class SessionPlayer extends Emitter {
       onOpen: (again) => {
         this.send({type: "speed", steps_per_s: this.frame.speed});
         if (again) this.send({type: "seek", step: this.frame.step});
+        if (again && this.frame.playing) this.play(); // resume where the drop left off
       },
       onDown: (code) => this.emit("down", code),
     });
@@ -35,8 +47,9 @@ export class SessionPlayer extends Emitter {
   receive(message) {
     if (message.type === "state") {
       if (message.id) this.id = message.id;
+      const snapshot = message.patch ? patched(this.frame.snapshot, message.patch) : message.snapshot;
       this.frame = {step: message.step, total_steps: message.total_steps, status: message.status,
-                    snapshot: message.snapshot, record: message.record, ready: message.ready,
+                    snapshot, record: message.record, ready: message.ready,
                     playing: message.playing, speed: message.speed};
       if (message.changed) this.emit("run", message);
       this.emit("frame", this.frame);
@@ -71,7 +84,7 @@ export class SessionPlayer extends Emitter {
   }
   home() { this.seek(0); }
   end() { this.seek(this.frame.total_steps); }
-  play() { this.send({type: "play", steps_per_s: this.frame.speed}); }
+  play() { this.send({type: "play", steps_per_s: this.frame.speed, patches: true}); }
   pause() { this.send({type: "pause"}); }
   toggle() { if (this.frame.playing) this.pause(); else this.play(); }
   setSpeed(speed) { this.send({type: "speed", steps_per_s: speed}); }

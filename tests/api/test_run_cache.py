@@ -1,45 +1,44 @@
-import threading
+"""The one run store, shared by traces and sessions: one build per run however many ask."""
 
-from app.api import runs as runs_module
-from app.api.runs import RunCache
-from app.scenarios import get
+import asyncio
+
+from app.api import runstore
+from app.api.runstore import RunStore, build_run, canonical_key
 from app.sim.schedule import Schedule
+from tests.asyncutil import run_async
+
+
+class CountingPool:
+    """Stands in for the build pool: counts builds, and holds them until released."""
+
+    def __init__(self):
+        self.calls = 0
+
+    async def run(self, fn, *args, **kwargs):
+        self.calls += 1
+        await asyncio.sleep(0.05)
+        return fn(*args)
 
 
 def test_concurrent_requests_for_one_run_build_it_once(monkeypatch):
-    calls = []
-    real_complete = runs_module.Run.complete
-    gate = threading.Event()
+    pool = CountingPool()
+    monkeypatch.setattr(runstore, "builds", pool)
+    store = RunStore()
+    key = canonical_key("double_buffer_tma", {"tiles": 8}, "", Schedule("round_robin"))
 
-    def slow_complete(*args, **kwargs):
-        calls.append(args)
-        gate.wait(5)
-        return real_complete(*args, **kwargs)
+    async def fetch_four():
+        return await asyncio.gather(*(store.get(key) for _ in range(4)))
 
-    monkeypatch.setattr(runs_module.Run, "complete", slow_complete)
-    cache = RunCache(size=2)
-    scenario = get("double_buffer_tma")
-    results = []
-
-    def fetch():
-        results.append(cache.get(scenario, {"tiles": 8}, "", Schedule("round_robin")))
-
-    threads = [threading.Thread(target=fetch) for _ in range(4)]
-    for t in threads:
-        t.start()
-    gate.set()
-    for t in threads:
-        t.join(10)
-    assert len(calls) == 1
-    assert len(results) == 4 and all(r is results[0] for r in results)
+    entries = run_async(fetch_four)
+    assert pool.calls == 1
+    assert all(e is entries[0] for e in entries)
 
 
-def test_least_recently_used_run_is_evicted():
-    cache = RunCache(size=2)
-    scenario = get("single_barrier")
-    first = cache.get(scenario, {"tiles": 1}, "", Schedule("round_robin"))
-    cache.get(scenario, {"tiles": 2}, "", Schedule("round_robin"))
-    assert cache.get(scenario, {"tiles": 1}, "", Schedule("round_robin")) is first
-    cache.get(scenario, {"tiles": 3}, "", Schedule("round_robin"))
-    assert len(cache.runs) == 2
-    assert cache.get(scenario, {"tiles": 1}, "", Schedule("round_robin")) is first
+def test_two_spellings_of_one_configuration_share_a_run():
+    plain = canonical_key("single_barrier", {}, "", Schedule("round_robin"))
+    spelled = canonical_key("single_barrier", {"tiles": plain.params[2][1]}, [],
+                            Schedule("round_robin"))
+    assert plain == spelled
+    store = RunStore()
+    run, key = build_run(plain)
+    assert store.put(key, run) is store.put(spelled, build_run(spelled)[0])

@@ -28,4 +28,4 @@ def test_one_scenario_and_unknown_scenario(client):
     assert client.get("/api/v1/scenarios/kloop_tma_mma").json()["gpu"] is False
     response = client.get("/api/v1/scenarios/nope")
     assert response.status_code == 404
-    assert "nope" in response.json()["detail"]
+    assert "nope" in response.json()["detail"][0]["msg"]

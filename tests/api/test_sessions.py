@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from app.api.routes import sessions
-from app.api.routes.sessions import RunKey, SessionToken
+from app.api import runstore as sessions
+from app.api.runstore import RunKey
+from app.api.token import SessionToken
 from app.sim.schedule import Schedule
 
 API = "/api/v1"

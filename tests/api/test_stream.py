@@ -155,3 +155,28 @@ def test_sse_streams_every_step_with_its_id_and_resumes(client):
     bad = client.get(url, headers={"Last-Event-ID": "soon"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "last-event-id"
     assert client.get(f"{API}/sessions/{view['id']}/events?steps_per_s=0").status_code == 422
+
+
+def apply_patch(snapshot: dict, patch: dict) -> dict:
+    """What static/js/player.js does with a played frame's `patch`."""
+    out = {**snapshot, **patch["set"]}
+    for name, items in patch["items"].items():
+        out[name] = list(out[name])
+        for index, item in items.items():
+            out[name][int(index)] = item
+    return out
+
+
+def test_played_patches_rebuild_every_snapshot(client):
+    trace = client.get(f"{API}/traces/double_buffer_tma?schedule=random&seed=9").json()
+    view = create(client, scenario="double_buffer_tma", schedule="random", seed=9, step=3)
+    with client.websocket_connect(f"{API}/sessions/{view['id']}/ws") as ws:
+        snapshot = ws.receive_json()["snapshot"]
+        ws.send_json({"type": "play", "steps_per_s": 240, "patches": True})
+        for k in range(4, 40):
+            frame = next_state(ws)
+            assert frame["step"] == k and "snapshot" not in frame
+            snapshot = apply_patch(snapshot, frame["patch"])
+            assert snapshot == trace["steps"][k - 1]["snapshot"]
+            assert frame["record"]["step"] == k
+        ws.send_json({"type": "pause"})

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.api import runs
+from app.api.routes import pipelines
 from app.main import create_app
 from app.scenarios import catalogue
 
@@ -48,7 +48,7 @@ def client():
 
 @pytest.fixture(autouse=True)
 def small_runs(monkeypatch):
-    monkeypatch.setattr(runs.runs, "step_limit", 10_000)
+    monkeypatch.setattr(pipelines, "STEP_LIMIT", 10_000)
 
 
 def timed(call):

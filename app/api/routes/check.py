@@ -1,47 +1,49 @@
 """`POST /api/v1/check`: explore every schedule of a small configuration and answer `safe`, or the
 shortest counterexample trace for each diagnostic kind it can reach (docs/checker.md).
 
-The search is CPU-bound, so it runs in a worker thread and the event loop keeps serving other
-requests; at most `MBI_CHECK_CONCURRENCY` checks run at once per process (others get a 503), and
-each is bounded in states, time and memory. `POST /check/stream` and `GET /check/stream` (for
-`EventSource`) send the same answer as server-sent events, after `progress` events.
+The search runs in the check pool's worker processes (`app.api.work.checks`), never on the event
+loop nor under its GIL; past `MBI_CHECK_CONCURRENCY` running and `MBI_CHECK_QUEUE` waiting checks
+the answer is 503 with Retry-After. A check whose client goes away is cancelled at once (its
+worker polls a shared flag). `POST /check/stream` and `GET /check/stream` (for `EventSource`) send
+the same answer as server-sent events, after `progress` events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from app.check.engine import Limits, Progress
+from app.api.errors import fail
+from app.api.responses import errors
+from app.api.runs import Params, param_query, params_dict
+from app.api.runstore import find_scenario
+from app.api.work import checks, unless_gone
+from app.check.engine import Limits
 from app.check.service import (
     DEFAULT_MAX_STATES,
     DEFAULT_TIMEOUT_S,
     MAX_MEMORY,
     MAX_STATES,
     MAX_TIMEOUT_S,
-    check_config,
-    scenario_for,
+    check_job,
 )
+from app.core.pool import Busy
 from app.scenarios import PARAM_NAMES, ParamError
 
 router = APIRouter(prefix="/check", tags=["check"])
 
-CONCURRENCY = int(os.environ.get("MBI_CHECK_CONCURRENCY", "2"))
-_slots = threading.BoundedSemaphore(CONCURRENCY)
 QUERY_NAMES = {"scenario", "bugs", "max_states", "timeout_s", *PARAM_NAMES}
 
 
 class CheckRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     scenario: Annotated[str, Field(max_length=80)]
-    params: dict[str, StrictInt] = Field(default_factory=dict, max_length=len(PARAM_NAMES))
+    params: Params = Params()
     bugs: Annotated[list[Annotated[str, Field(max_length=60)]], Field(max_length=16)] = []
     max_states: Annotated[StrictInt, Field(ge=1, le=MAX_STATES)] = DEFAULT_MAX_STATES
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S
@@ -74,72 +76,50 @@ class _Job:
 
     def __init__(self, body: CheckRequest, location: str):
         try:
-            self.scenario = scenario_for(body.scenario)
+            self.scenario = find_scenario(body.scenario)
         except ParamError as err:
-            raise _FieldError(location, ("scenario",), err.message) from None
+            raise fail(422, location, "scenario", err.message) from None
         try:
-            self.cfg = self.scenario.resolve(body.params, body.bugs)
+            self.cfg = self.scenario.resolve(params_dict(body.params), body.bugs)
         except ParamError as err:
             nested = location == "body" and err.field != "bugs"
             where = ("params", err.field) if nested else (err.field,)
-            raise _FieldError(location, where, err.message) from None
+            raise fail(422, location, where, err.message) from None
         self.limits = Limits(body.max_states, body.timeout_s, MAX_MEMORY)
 
-    def run(self, progress=None, cancel: threading.Event | None = None) -> dict:
-        return check_config(self.scenario, self.cfg, self.limits, progress, cancel)
+    def args(self) -> tuple:
+        return (self.scenario, self.cfg, self.limits)
 
 
-class _FieldError(Exception):
-    def __init__(self, location: str, where: tuple[str, ...], message: str):
-        self.location, self.where, self.message = location, where, message
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(status_code=422, content={"detail": [
-            {"loc": [self.location, *self.where], "msg": self.message, "type": "value_error"}]})
-
-
-def _busy() -> JSONResponse:
-    return JSONResponse(status_code=503, headers={"Retry-After": "5"}, content={
-        "detail": f"{CONCURRENCY} checks are already running on this server; try again soon"})
-
-
-@router.post("", response_model=CheckResponse)
-async def post_check(body: CheckRequest):
+@router.post("", response_model=CheckResponse, responses=errors(422, 503))
+async def post_check(body: CheckRequest, request: Request):
     """Check every schedule; the whole answer at once."""
-    try:
-        job = _Job(body, "body")
-    except _FieldError as err:
-        return err.response()
-    if not _slots.acquire(blocking=False):
-        return _busy()
-    cancel = threading.Event()
-    try:
-        result = await asyncio.to_thread(job.run, None, cancel)
-    finally:
-        cancel.set()
-        _slots.release()
-    return JSONResponse(result)
+    job = _Job(body, "body")
+    result = await unless_gone(request, checks.run(check_job, *job.args(), cancellable=True))
+    if result is None:  # the client has gone; no one reads this
+        return JSONResponse({"detail": "cancelled"}, status_code=499)
+    return Response(result, media_type="application/json")
 
 
-@router.post("/stream")
+@router.post("/stream", response_class=StreamingResponse,
+             responses=errors(422, 503, ok_body="progress events, then the result",
+                              ok_type="sse"))
 async def post_check_stream(body: CheckRequest):
     """The same check as server-sent events: `progress` events, then one `result` event."""
-    try:
-        job = _Job(body, "body")
-    except _FieldError as err:
-        return err.response()
-    return _stream(job)
+    return _stream(_Job(body, "body"))
 
 
-@router.get("/stream")
+@router.get("/stream", response_class=StreamingResponse,
+            responses=errors(422, 503, ok_body="progress events, then the result",
+                             ok_type="sse"))
 async def get_check_stream(
     request: Request,
     scenario: Annotated[str, Query(max_length=80)],
-    stages: int | None = None,
-    tiles: int | None = None,
-    tile_bytes: int | None = None,
-    chunk_bytes: int | None = None,
-    consumers: int | None = None,
+    stages: param_query("stages") = None,
+    tiles: param_query("tiles") = None,
+    tile_bytes: param_query("tile_bytes") = None,
+    chunk_bytes: param_query("chunk_bytes") = None,
+    consumers: param_query("consumers") = None,
     bugs: Annotated[str, Query(max_length=400)] = "",
     max_states: Annotated[int, Query(ge=1, le=MAX_STATES)] = DEFAULT_MAX_STATES,
     timeout_s: Annotated[float, Query(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S,
@@ -147,63 +127,53 @@ async def get_check_stream(
     """`POST /check/stream` for `EventSource`: the request as query parameters."""
     for name in request.query_params:
         if name not in QUERY_NAMES:
-            return _FieldError("query", (name,), f"unknown query parameter {name[:40]!r}; "
-                               f"known: {', '.join(sorted(QUERY_NAMES))}").response()
+            raise fail(422, "query", name[:40], f"unknown query parameter {name[:40]!r}; "
+                                                f"known: {', '.join(sorted(QUERY_NAMES))}")
     params = {"stages": stages, "tiles": tiles, "tile_bytes": tile_bytes,
               "chunk_bytes": chunk_bytes, "consumers": consumers}
     body = CheckRequest.model_construct(
-        scenario=scenario, params={k: v for k, v in params.items() if v is not None},
+        scenario=scenario, params=Params(**params),
         bugs=[b.strip() for b in bugs.split(",") if b.strip()], max_states=max_states,
         timeout_s=timeout_s)
-    try:
-        job = _Job(body, "query")
-    except _FieldError as err:
-        return err.response()
-    return _stream(job)
+    return _stream(_Job(body, "query"))
 
 
 def _stream(job: _Job):
-    """Start the check in a worker thread now (it frees its slot when done, whatever happens to
-    the client) and stream what it reports; a client that goes away cancels it."""
-    if not _slots.acquire(blocking=False):
-        return _busy()
-    loop = asyncio.get_running_loop()
+    """Start the check in a worker now and stream what it reports; a client that goes away
+    cancels it (the generator is closed, which cancels the task that awaits the worker)."""
+    if not checks.free:
+        raise Busy(f"{checks.running} check jobs are running or queued on this server; "
+                   "try again soon")
     queue: asyncio.Queue = asyncio.Queue()
-    cancel = threading.Event()
 
-    def report(kind: str, payload: dict) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, (kind, payload))
-
-    def work() -> None:
+    async def work() -> None:
         try:
-            outcome = ("result", job.run(lambda p: report("progress", _progress(p)), cancel))
+            result = await checks.run(check_job, *job.args(),
+                                      progress=lambda p: queue.put_nowait(("progress", p)))
+            queue.put_nowait(("result", result))  # JSON text already
+        except Busy as err:
+            queue.put_nowait(("error", {"detail": str(err)}))
         except Exception as err:  # reported to the client, not swallowed
-            outcome = ("error", {"detail": f"{type(err).__name__}: {err}"})
-        finally:
-            _slots.release()
-        report(*outcome)
+            queue.put_nowait(("error", {"detail": f"{type(err).__name__}: {err}"}))
 
-    loop.run_in_executor(None, work)
-    return StreamingResponse(_events(queue, cancel), media_type="text/event-stream",
+    task = asyncio.ensure_future(work())
+    return StreamingResponse(_events(queue, task), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _events(queue: asyncio.Queue, cancel: threading.Event):
+async def _events(queue: asyncio.Queue, task: asyncio.Task):
     try:
-        yield _event("progress", _progress(Progress(0, 0, 0, 1, 0.0)))
+        yield _event("progress", {"states_explored": 0, "transitions": 0, "depth": 0,
+                                  "frontier": 1, "elapsed_s": 0.0})
         while True:
             kind, payload = await queue.get()
             yield _event(kind, payload)
             if kind != "progress":
                 break
     finally:
-        cancel.set()
+        task.cancel()
 
 
-def _progress(p: Progress) -> dict:
-    return {"states_explored": p.states, "transitions": p.transitions, "depth": p.depth,
-            "frontier": p.frontier, "elapsed_s": round(p.elapsed_s, 3)}
-
-
-def _event(kind: str, payload: dict) -> str:
-    return f"event: {kind}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+def _event(kind: str, payload: dict | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"event: {kind}\ndata: {data}\n\n"

@@ -2,8 +2,9 @@
 what it declares; `POST /traces` runs a pipeline text (or a built-in, by id) and answers the same
 trace format as `GET /traces/{id}`.
 
-Sources are content-addressed: a trace names its pipeline by `scenario.source_sha256`, and the
-parsed text is cached per process by its content, so posting the same text again costs nothing.
+Parsing a text and building its run are CPU work, so both go to the build pool, never the event
+loop. Runs are keyed by the text itself (`RunKey.source`), so a worker process rebuilds one from
+the key alone; a trace names its pipeline by `scenario.source_sha256`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from app.api.encode import json_response
-from app.api.routes.traces import trace_window
-from app.api.runs import parse_schedule, runs, scenario_or_404
+from app.api.responses import errors
+from app.api.routes.traces import window_document
+from app.api.runs import MAX_SEED, parse_schedule
+from app.api.runstore import TRACE_LIMIT, canonical_key, store
+from app.api.work import builds
 from app.lang.compiler import MAX_SOURCE_BYTES, instantiate, load, resolve_params
-from app.scenarios import Scenario, from_source
+from app.scenarios import ParamError, from_source
 
 router = APIRouter(tags=["pipelines"])
+
+STEP_LIMIT = TRACE_LIMIT
+"""Where a posted pipeline's run stops (status `step_limit`); tests lower it."""
 
 Name = Annotated[str, Field(max_length=80)]
 
@@ -36,41 +43,26 @@ class TraceBody(BaseModel):
     params: Annotated[dict[Name, StrictInt], Field(max_length=64)] = {}
     bugs: Annotated[list[Name], Field(max_length=32)] = []
     schedule: Literal["round_robin", "random", "manual"] = "round_robin"
-    seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
+    seed: Annotated[StrictInt, Field(ge=0, le=MAX_SEED)] | None = None
     moves: Annotated[list[Annotated[str, Field(max_length=120)]], Field(max_length=10_000)] = []
     snapshots: StrictBool = True
-    first: Annotated[StrictInt, Field(alias="from", ge=0)] = 1
-    last: Annotated[StrictInt | None, Field(alias="to", ge=0)] = None
+    first: Annotated[StrictInt, Field(alias="from", ge=0, le=TRACE_LIMIT)] = 1
+    last: Annotated[StrictInt | None, Field(alias="to", ge=0, le=TRACE_LIMIT)] = None
 
 
-def source_scenario(source: str) -> Scenario:
-    """A user's pipeline text as a scenario; 413 past the size limit, 422 (with line and
-    column) when it does not compile."""
+def check_size(source: str) -> None:
+    """413 past the size limit, before any parsing."""
     if len(source.encode()) > MAX_SOURCE_BYTES:
         raise HTTPException(413, [{"loc": ["body", "source"], "type": "too_large",
                                    "msg": f"a pipeline source is at most {MAX_SOURCE_BYTES} "
                                           "bytes"}])
-    return from_source(source)
 
 
-def body_scenario(source: str | None, scenario_id: str | None) -> Scenario:
-    """The scenario a body names: exactly one of `source` and `scenario`."""
-    if (source is None) == (scenario_id is None):
-        from app.scenarios import ParamError
-
-        raise ParamError("source", "give either `source` (a pipeline text) or `scenario` "
-                                   "(a built-in id), not both")
-    return source_scenario(source) if source is not None else scenario_or_404(scenario_id)
-
-
-@router.post("/pipelines/validate")
-def validate(body: SourceBody) -> dict:
-    """What a pipeline text declares, with its default parameters; or a 422 whose `detail[0]`
-    has the `line`, the `column` and what was expected."""
-    scenario = source_scenario(body.source)
-    pipeline = load(body.source)
-    values = resolve_params(pipeline, {})
-    program = instantiate(pipeline, tuple(sorted(values.items())))
+def describe_source(source: str) -> dict:
+    """What a pipeline text declares, with its default parameters (runs in a build worker)."""
+    scenario = from_source(source)
+    pipeline = load(source)
+    program = instantiate(pipeline, tuple(sorted(resolve_params(pipeline, {}).items())))
     return {
         "valid": True,
         "source_sha256": pipeline.sha256,
@@ -84,11 +76,32 @@ def validate(body: SourceBody) -> dict:
     }
 
 
-@router.post("/traces")
-def post_trace(body: TraceBody):
+def source_key(source: str | None, scenario_id: str | None, params: dict, bugs, schedule,
+               limit: int) -> object:
+    """The run key of a body naming exactly one of `source` and `scenario`."""
+    if (source is None) == (scenario_id is None):
+        raise ParamError("source", "give either `source` (a pipeline text) or `scenario` "
+                                   "(a built-in id), not both")
+    return canonical_key(scenario_id, params, bugs, schedule, limit, source=source)
+
+
+@router.post("/pipelines/validate", responses=errors(413, 422, 503))
+async def validate(body: SourceBody):
+    """What a pipeline text declares, with its default parameters; or a 422 whose `detail[0]`
+    has the `line`, the `column` and what was expected."""
+    check_size(body.source)
+    return json_response(await builds.run(describe_source, body.source))
+
+
+@router.post("/traces", responses=errors(404, 413, 422, 503))
+async def post_trace(body: TraceBody):
     """The trace of a pipeline text (or of a built-in named by `scenario`), in the format of
     `GET /traces/{id}`; `scenario.source_sha256` names the text."""
-    scenario = body_scenario(body.source, body.scenario)
+    if body.source is not None:
+        check_size(body.source)
     schedule = parse_schedule(body.schedule, body.seed, body.moves)
-    run = runs.get(scenario, body.params, body.bugs, schedule)
-    return json_response(trace_window(run, body.first, body.last, body.snapshots))
+    key = await builds.run(source_key, body.source, body.scenario, body.params, body.bugs,
+                           schedule, STEP_LIMIT)
+    entry = await store.get(key)
+    return await window_document(entry, body.first, body.last, body.snapshots,
+                                 lambda a, b: entry.run.document(a, b, body.snapshots))

@@ -1,15 +1,25 @@
-"""Whole traces as JSON (docs/trace-format.md), with `from`/`to` windows for long runs."""
+"""Whole traces as JSON (docs/trace-format.md), with `from`/`to` windows for long runs.
+
+A window's `diagnostics` (unless it is the whole run) hold those inside it plus the run's first
+one, and `diagnostics_total` counts all of them: a one-step window of a run with a million
+diagnostics stays small. Documents are built and encoded in a thread, runs in the build pool.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.encode import compact_json, json_response
-from app.api.runs import parse_schedule, runs, scenario_or_404
+from app.api.responses import errors
+from app.api.runs import MAX_SEED, param_query, parse_schedule, scenario_or_404
+from app.api.runstore import TRACE_LIMIT, Entry, canonical_key, store
 from app.core.config import settings
 from app.export.perfetto import to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
@@ -19,21 +29,58 @@ router = APIRouter(prefix="/traces", tags=["traces"])
 QUERY_NAMES = set(PARAM_NAMES) | {"bugs", "schedule", "seed", "moves", "from", "to", "snapshots"}
 
 
-@router.get("/{scenario_id}")
-def get_trace(
+def window_diagnostics(diagnostics: list[dict], first: int, last: int) -> list[dict]:
+    """Those of steps `first..last` (the list is in step order), and the run's first one."""
+    lo = bisect_left(diagnostics, first, key=lambda d: d["step"])
+    hi = bisect_right(diagnostics, last, key=lambda d: d["step"])
+    inside = diagnostics[lo:hi]
+    if diagnostics and lo > 0:
+        inside = [diagnostics[0], *inside]
+    return inside
+
+
+async def window_document(entry: Entry, first: int, last: int | None, snapshots: bool,
+                          make: Callable[[int, int], dict]) -> Response:
+    """Check the window `first..last` against the limits and answer `make(first, last)` with
+    its diagnostics windowed (built and encoded in a thread)."""
+    window = settings.max_window if snapshots else settings.max_window * 10
+    first = max(first, 1)
+    if last is None:
+        last = min(entry.run.total_steps, first + window - 1)
+    if last < first - 1:
+        raise ParamError("to", f"to ({last}) is before from ({first})")
+    if last - first + 1 > window:
+        raise ParamError("to", f"a window holds at most {window} steps "
+                               f"({'with' if snapshots else 'without'} snapshots); "
+                               f"asked for {last - first + 1}")
+    diagnostics = entry.run.diagnostics
+    whole = first == 1 and last >= entry.run.total_steps
+
+    def build() -> bytes:
+        doc = make(first, last)
+        if not whole:  # a window: its own diagnostics, the run's first, and how many in all
+            doc["diagnostics"] = window_diagnostics(diagnostics, first, last)
+            doc["diagnostics_total"] = len(diagnostics)
+        return compact_json(doc)
+
+    return json_response(await asyncio.to_thread(build))
+
+
+@router.get("/{scenario_id}", response_class=Response, responses=errors(404, 422, 503))
+async def get_trace(
     scenario_id: str,
     request: Request,
-    stages: int | None = None,
-    tiles: int | None = None,
-    tile_bytes: int | None = None,
-    chunk_bytes: int | None = None,
-    consumers: int | None = None,
+    stages: param_query("stages") = None,
+    tiles: param_query("tiles") = None,
+    tile_bytes: param_query("tile_bytes") = None,
+    chunk_bytes: param_query("chunk_bytes") = None,
+    consumers: param_query("consumers") = None,
     bugs: Annotated[str, Query(max_length=400)] = "",
-    schedule: str = "round_robin",
-    seed: int | None = None,
+    schedule: Annotated[str, Query(max_length=40)] = "round_robin",
+    seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
     moves: Annotated[str, Query(max_length=200_000)] = "",
-    first: Annotated[int, Query(alias="from", ge=0)] = 1,
-    last: Annotated[int | None, Query(alias="to", ge=0)] = None,
+    first: Annotated[int, Query(alias="from", ge=0, le=TRACE_LIMIT)] = 1,
+    last: Annotated[int | None, Query(alias="to", ge=0, le=TRACE_LIMIT)] = None,
     snapshots: bool = True,
 ) -> Response:
     """The trace of one run (docs/trace-format.md). Without `to`, as many steps as one response
@@ -41,35 +88,22 @@ def get_trace(
     scenario = scenario_or_404(scenario_id)
     for name in request.query_params:
         if name not in QUERY_NAMES:
-            raise ParamError(name, f"unknown query parameter {name[:40]!r}; known: "
-                                   f"{', '.join(sorted(QUERY_NAMES))}")
+            raise ParamError(name[:40], f"unknown query parameter {name[:40]!r}; known: "
+                                        f"{', '.join(sorted(QUERY_NAMES))}")
     params = {"stages": stages, "tiles": tiles, "tile_bytes": tile_bytes,
               "chunk_bytes": chunk_bytes, "consumers": consumers}
-    run = runs.get(scenario, params, bugs, parse_schedule(schedule, seed, moves))
-    return json_response(trace_window(run, first, last, snapshots))
+    key = canonical_key(scenario.id, params, bugs, parse_schedule(schedule, seed, moves),
+                        TRACE_LIMIT)
+    entry = await store.get(key)
+    return await window_document(entry, first, last, snapshots,
+                                 lambda a, b: entry.run.document(a, b, snapshots))
 
 
-def trace_window(run, first: int, last: int | None, snapshots: bool) -> dict:
-    """The trace document of steps `first..last`; without `last`, as many steps as one response
-    may hold. A window past the limit is a `ParamError` naming `to`."""
-    window = settings.max_window if snapshots else settings.max_window * 10
-    first = max(first, 1)
-    if last is None:
-        last = min(run.total_steps, first + window - 1)
-    if last < first - 1:
-        raise ParamError("to", f"to ({last}) is before from ({first})")
-    if last - first + 1 > window:
-        raise ParamError("to", f"a window holds at most {window} steps "
-                               f"({'with' if snapshots else 'without'} snapshots); "
-                               f"asked for {last - first + 1}")
-    return run.document(first, last, snapshots)
-
-
-def get_trace_perfetto(**query) -> Response:
+async def get_trace_perfetto(**query) -> Response:
     """The same run and window as `GET /traces/{scenario_id}`, from the same query (and with the
     same 422s naming the field), in the Chrome Trace Event Format that ui.perfetto.dev opens
     (docs/perfetto.md)."""
-    doc = json.loads(get_trace(**query).body)
+    doc = json.loads((await get_trace(**query)).body)
     return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
                     headers={"content-disposition":
                              f'attachment; filename="{doc["scenario"]["id"]}.perfetto.json"'})
@@ -77,4 +111,5 @@ def get_trace_perfetto(**query) -> Response:
 
 # FastAPI reads the query from this signature: exactly `get_trace`'s, whatever it becomes.
 get_trace_perfetto.__signature__ = inspect.signature(get_trace)
-router.get("/{scenario_id}/perfetto")(get_trace_perfetto)
+router.get("/{scenario_id}/perfetto", response_class=Response,
+           responses=errors(404, 422, 503))(get_trace_perfetto)

@@ -1,0 +1,191 @@
+"""What the session routes, the WebSocket and the SSE stream share: opening an id, moving its
+cursor, and the views (JSON text) they answer with. Encoding happens once per frame per run:
+FastAPI's generic encoder would walk every snapshot again."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+from dataclasses import replace
+
+from fastapi import Response
+
+from app.api.errors import fail
+from app.api.runstore import Entry, RunKey, ready_names, store
+from app.api.token import MAX_PICKS, SessionToken, unknown_session
+from app.scenarios import ParamError
+from app.sim.machine import Machine, MoveError
+from app.sim.trace import Run
+
+WORKER = f"{os.getpid():x}"
+"""This process's name in the `X-Worker` header: shows which worker answered (tests, ops)."""
+
+FRAMES_KEPT = 8192
+_frames: OrderedDict[tuple[int, int], str] = OrderedDict()
+"""Encoded frames of every run, oldest first (about 2 KB each): bounded, shared by clients."""
+
+
+def answer(payload: dict | str, status: int = 200) -> Response:
+    """A JSON response encoded once by `json.dumps` (or given as JSON text)."""
+    text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return Response(text.encode(), status, headers={"x-worker": WORKER},
+                    media_type="application/json")
+
+
+def frame_json(entry: Entry, step: int, cursor: Machine | None = None) -> str:
+    """The frame at `step` as JSON (`step`, `total_steps`, `status`, `ready`, `record`,
+    `snapshot`), encoded once and shared by every client standing there. `cursor`, a machine
+    standing at `step - 1` (a playing stream's), is moved one step instead of thawing one."""
+    key = (entry.serial, step)
+    text = _frames.get(key)
+    if text is not None:
+        if cursor is not None and step > 0:
+            cursor.step(entry.run.choices[step - 1])
+        return text
+    run = entry.run
+    if cursor is not None and step > 0:
+        record = cursor.step(run.choices[step - 1])
+        snapshot, ready = cursor.snapshot(), ready_names(cursor)
+    else:
+        record, snapshot, ready = entry.frame(step)
+    text = json.dumps({"step": step, "total_steps": run.total_steps, "status": run.status,
+                       "ready": ready, "record": record, "snapshot": snapshot},
+                      separators=(",", ":"))
+    _frames[key] = text
+    if len(_frames) > FRAMES_KEPT:
+        _frames.popitem(last=False)
+    return text
+
+
+def snapshot_patch(old: dict, new: dict) -> dict:
+    """What changed from snapshot `old` to `new`: `set` (fields replaced whole) and `items`
+    (for lists of the same length, the changed items by index). static/js/player.js applies it."""
+    replaced, items = {}, {}
+    for name, value in new.items():
+        before = old.get(name)
+        if value == before:
+            continue
+        if (isinstance(value, list) and isinstance(before, list)
+                and len(value) == len(before)):
+            items[name] = {str(i): v for i, (v, b) in enumerate(zip(value, before, strict=True))
+                           if v != b}
+        else:
+            replaced[name] = value
+    return {"set": replaced, "items": items}
+
+
+def patch_json(entry: Entry, step: int, cursor: Machine,
+               before: dict | None) -> tuple[str, dict | None]:
+    """The frame at `step` as a patch of the one before (`patch` in place of `snapshot`),
+    encoded once per run and step. `cursor` stands at `step - 1` and is moved to `step`;
+    `before` is its snapshot if known. Returns the JSON and the new snapshot (None if the
+    patch came from the cache)."""
+    key = (entry.serial, -step)
+    run = entry.run
+    text = _frames.get(key)
+    if text is not None:
+        cursor.step(run.choices[step - 1])
+        return text, None
+    if before is None:
+        before = cursor.snapshot()
+    record = cursor.step(run.choices[step - 1])
+    snapshot = cursor.snapshot()
+    text = json.dumps({"step": step, "total_steps": run.total_steps, "status": run.status,
+                       "ready": ready_names(cursor), "record": record,
+                       "patch": snapshot_patch(before, snapshot)}, separators=(",", ":"))
+    _frames[key] = text
+    if len(_frames) > FRAMES_KEPT:
+        _frames.popitem(last=False)
+    return text, snapshot
+
+
+def scenario_block(key: RunKey, run: Run) -> dict:
+    return {**run.scenario, "schedule": key.schedule.as_dict()}
+
+
+def mover_name(record: dict) -> str:
+    """The name that moves the same mover again: an agent, `tensor_core` or `tma:<op>`."""
+    if record["agent"] == "tma":
+        return f"tma:{record['operands']['op']}"
+    return record["agent"]
+
+
+def picks_by_name(entry: Entry, key: RunKey) -> list[dict]:
+    """The picks as `{"step", "agent"}` with mover names, as a permalink spells them."""
+    if not key.picks:
+        return []
+    records = {r["step"]: r for r in entry.run.steps(key.picks[0][0], key.picks[-1][0],
+                                                      snapshots=False)}
+    return [{"step": step, "agent": mover_name(records[step])} for step, _ in key.picks]
+
+
+def view(token: SessionToken, entry: Entry, *, layout: bool = False) -> str:
+    """A session as the API answers it (JSON text): where the cursor is, what just happened,
+    who may move; with `layout`, also the layout, the run's diagnostics and the picks."""
+    run = entry.run
+    head = {"id": token.encode(), "scenario": scenario_block(token.key, run)}
+    if layout:
+        head["layout"] = run.machine_at(0).layout()
+        head["diagnostics"] = run.diagnostics
+        head["picks"] = picks_by_name(entry, token.key)
+    return (json.dumps(head, separators=(",", ":"))[:-1] + ","
+            + frame_json(entry, token.step)[1:])
+
+
+def document(token: SessionToken, entry: Entry, first: int, last: int | None,
+             snapshots: bool) -> dict:
+    doc = entry.run.document(first, last, snapshots)
+    doc["scenario"]["schedule"] = token.key.schedule.as_dict()
+    if token.key.picks:
+        doc["scenario"]["schedule"]["picks"] = picks_by_name(entry, token.key)
+    return doc
+
+
+async def open_token(session_id: str) -> tuple[SessionToken, Entry]:
+    """The session of an id, with its run; 404 for an id whose run cannot be rebuilt."""
+    token = SessionToken.decode(session_id)
+    try:
+        entry = await store.get(token.key)
+    except ParamError as err:
+        raise unknown_session(err.message[:200]) from None
+    if token.step > entry.run.total_steps:
+        raise unknown_session("its step is past its run's end")
+    return token, entry
+
+
+async def step_session(token: SessionToken, agent: str | None,
+                       entry: Entry | None = None) -> tuple[SessionToken, Entry]:
+    """One step forward: the run's next move, or the named mover (a pick that may fork the run)."""
+    entry = entry or await store.get(token.key)
+    run, step = entry.run, token.step
+    if agent is None:
+        if step < run.total_steps:
+            return replace(token, step=step + 1), entry
+        if run.status == "running" and token.key.schedule.kind == "manual":
+            ready = ", ".join(ready_names(entry.machine_at(step))) or "none"
+            raise fail(409, "body", "agent", "a manual schedule moves only the movers you name; "
+                                             f"ready now: {ready}")
+        raise fail(409, "body", "step", f"the run has ended at step {step} ({run.status})")
+    machine = entry.machine_at(step)
+    try:
+        move = machine.resolve(agent)
+    except MoveError as err:
+        raise ParamError("agent", str(err)) from None
+    if move not in machine.ready:
+        raise MoveError(machine.why_not(move))
+    if step < run.total_steps and run.choices[step] == move:
+        return replace(token, step=step + 1), entry
+    picks = tuple(p for p in token.key.picks if p[0] <= step) + ((step + 1, move),)
+    if len(picks) > MAX_PICKS:
+        raise fail(409, "body", "agent", f"a session holds at most {MAX_PICKS} picks; let the "
+                                         "schedule choose (step without naming an agent)")
+    key = replace(token.key, picks=picks)
+    return SessionToken(key, step + 1), await store.get(key)
+
+
+def clamp_step(step: int, entry: Entry, location: str = "body") -> int:
+    total = entry.run.total_steps
+    if not 0 <= step <= total:
+        raise fail(422, location, "step", f"step must be in 0..{total}; got {str(step)[:24]}")
+    return step

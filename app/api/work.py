@@ -1,0 +1,48 @@
+"""This process's worker pools: schedule checks and run builds (`app.core.pool`), and the helper
+that cancels a job the moment its HTTP client goes away."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+from fastapi import Request
+
+from app.core.config import settings
+from app.core.pool import WorkPool
+
+checks = WorkPool("check", settings.check_concurrency, settings.check_queue,
+                  settings.pool_start_method)
+builds = WorkPool("build", settings.build_workers, settings.build_queue,
+                  settings.pool_start_method)
+
+
+def shutdown() -> None:
+    """Called at application shutdown (lifespan): stop every worker process."""
+    checks.shutdown()
+    builds.shutdown()
+
+
+async def unless_gone(request: Request, work: Awaitable):
+    """`await work`, cancelled as soon as the client disconnects (then None is returned)."""
+    task = asyncio.ensure_future(work)
+
+    async def gone() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(gone())
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        watcher.cancel()
+        raise
+    if task in done:
+        watcher.cancel()
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return None

@@ -1,0 +1,60 @@
+"""The worker-process pool under each start method Linux offers: jobs run in another process,
+a full pool answers `Busy`, a cancelled job's flag reaches its worker, errors keep their field."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from app.core.pool import Busy, WorkPool
+from app.scenarios import ParamError
+from tests.asyncutil import run_async
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+def spin(seconds: float, report, cancel) -> str:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cancel.is_set():
+            return "cancelled"
+        report({"at": time.monotonic()})
+        time.sleep(0.01)
+    return "done"
+
+
+def refuse() -> None:
+    raise ParamError("stages", "stages must be in 1..16")
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+def test_pool_under_each_start_method(method):
+    pool = WorkPool("test", 1, 1, method)
+
+    async def scenario():
+        assert await pool.run(pid) != os.getpid()
+        reports = []
+        job = asyncio.ensure_future(pool.run(spin, 30.0, progress=reports.append))
+        await asyncio.sleep(0.5)
+        queued = asyncio.ensure_future(pool.run(pid))
+        await asyncio.sleep(0.05)
+        with pytest.raises(Busy):
+            await pool.run(pid)
+        job.cancel()
+        started = time.monotonic()
+        assert isinstance(await queued, int)  # the worker was freed by the cancel flag
+        with pytest.raises(ParamError) as err:
+            await pool.run(refuse)
+        return reports, time.monotonic() - started, err.value.field
+
+    try:
+        reports, freed_after, field = run_async(scenario, 60)
+    finally:
+        pool.shutdown()
+    assert reports and freed_after < 1.0 and field == "stages"
+    assert pool.executor is None
