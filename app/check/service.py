@@ -21,7 +21,7 @@ from app.sim.config import PipelineConfig
 from app.sim.schedule import Schedule
 from app.sim.trace import Run
 
-from .engine import Exploration, Explorer, Limits, Progress
+from .engine import Exploration, Explorer, Limits, Progress, release_memory
 
 MAX_STATES = 2_000_000
 MAX_TIMEOUT_S = 60.0
@@ -87,6 +87,7 @@ def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
         "transitions": out.transitions,
         "depth": out.depth - 1,
         "stopped_by": out.stopped_by,
+        "complete": out.complete,
         "limits": {"max_states": limits.max_states, "timeout_s": limits.timeout_s},
         "message": summary(describe, out),
     }
@@ -121,6 +122,10 @@ def summary(describe: dict, out: Exploration) -> str:
     if out.verdict == "safe":
         return (f"{what}: safe. No schedule reaches a diagnostic ({out.states:,} states "
                 f"explored).")
+    if out.verdict == "unsafe" and not out.complete:
+        return (f"{what}: unsafe. A limit ({out.stopped_by}) stopped the search after it found "
+                f"{listed}; other kinds may be reachable, and shorter schedules may exist "
+                f"({out.states:,} states explored).")
     if out.verdict == "unsafe":
         return f"{what}: unsafe. Shortest schedules: {listed} ({out.states:,} states explored)."
     reason = STOP_REASONS.get(out.stopped_by or "", out.stopped_by)
@@ -142,5 +147,8 @@ def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
             report({"states_explored": p.states, "transitions": p.transitions,
                     "depth": p.depth, "frontier": p.frontier,
                     "elapsed_s": round(p.elapsed_s, 3)})
-    return json.dumps(check_config(scenario, cfg, limits, progress, cancel),
-                      separators=(",", ":"))
+    try:
+        return json.dumps(check_config(scenario, cfg, limits, progress, cancel),
+                          separators=(",", ":"))
+    finally:
+        release_memory()  # the worker lives on: hand the search's memory back

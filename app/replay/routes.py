@@ -100,7 +100,7 @@ def get_conformance(replay_id: str) -> dict:
             "recorded_order_divergences": report.recorded_divergences}
 
 
-@router.get("/{replay_id}/perfetto")
+@router.get("/{replay_id}/perfetto", response_class=Response, responses=errors(404, 422))
 def get_replay_perfetto(replay_id: str) -> Response:
     """The GPU trace in the Chrome Trace Event Format (docs/perfetto.md): steps at their
     %globaltimer nanoseconds, what the log does not time flagged `reconstructed`."""

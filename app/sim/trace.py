@@ -40,6 +40,22 @@ class Run:
         self.checkpoints = [self.machine.freeze()]
         self.diagnostics: list[dict] = []
 
+    def __getstate__(self) -> dict:
+        """Runs travel between processes (built in a worker, served by the event loop's
+        process) without their live machine, whose compiled operands do not pickle: the last
+        checkpoint and the choices after it rebuild it."""
+        state = {name: getattr(self, name) for name in
+                 ("cfg", "schedule", "scenario", "step_limit", "choices", "checkpoints",
+                  "diagnostics")}
+        state["status_now"] = self.machine.status
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        status = state.pop("status_now")
+        self.__dict__.update(state)
+        self.machine = self.machine_at(self.total_steps)
+        self.machine.status = status
+
     # ------------------------------------------------------------------------------- growing
 
     @classmethod
