@@ -136,6 +136,17 @@ def summary(describe: dict, out: Exploration) -> str:
     return text
 
 
+def check_source_job(source: str, params: dict, bugs, limits: Limits,
+                     report: Callable[[dict], None] | None = None,
+                     cancel: Event | None = None) -> str:
+    """`check_job` for a pipeline text: parsed and resolved here, in the worker, so a large
+    text costs the event loop nothing (errors come back as `ParamError` / `PipelineError`)."""
+    from app.scenarios import from_source
+
+    scenario = from_source(source)
+    return check_job(scenario, scenario.resolve(params, bugs), limits, report, cancel)
+
+
 def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
               report: Callable[[dict], None] | None = None, cancel: Event | None = None) -> str:
     """`check_config` as a worker-process job (app.core.pool): progress goes out as plain dicts,

@@ -178,3 +178,18 @@ def test_a_shift_by_a_register_is_bounded_at_run_time():
     assert run.status == "undefined_behavior"
     assert run.diagnostics[-1]["rule"] == "operand_range"
     assert "shifts are 0..62" in run.diagnostics[-1]["message"]
+
+
+def test_check_takes_a_pipeline_text(client):
+    source = get("double_buffer_tma").source
+    body = {"source": source, "params": {"stages": 1, "tiles": 2}, "bugs": ["expect_tx_short"]}
+    answer = client.post("/api/v1/check", json=body).json()
+    assert answer["verdict"] == "unsafe" and answer["complete"] is True
+    kinds = {v["kind"] for v in answer["violations"]}
+    assert {"tx_mismatch", "partial_read", "deadlock"} <= kinds
+    trace = answer["violations"][0]["trace"]
+    assert trace["scenario"]["id"] is None and len(trace["scenario"]["source_sha256"]) == 64
+    broken = client.post("/api/v1/check", json={"source": source.replace("++pipe_state;", "++")})
+    assert broken.status_code == 422 and broken.json()["detail"][0]["line"] >= 1
+    both = client.post("/api/v1/check", json={"source": source, "scenario": "single_barrier"})
+    assert both.status_code == 422

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from app.api.errors import fail
 from app.api.responses import errors
+from app.api.routes.pipelines import check_size
 from app.api.runs import Params, param_query, params_dict
 from app.api.runstore import find_scenario
 from app.api.work import checks, unless_gone
@@ -31,6 +32,7 @@ from app.check.service import (
     MAX_STATES,
     MAX_TIMEOUT_S,
     check_job,
+    check_source_job,
 )
 from app.core.pool import Busy
 from app.scenarios import PARAM_NAMES, ParamError
@@ -42,8 +44,13 @@ QUERY_NAMES = {"scenario", "bugs", "max_states", "timeout_s", *PARAM_NAMES}
 
 class CheckRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    scenario: Annotated[str, Field(max_length=80)]
-    params: Params = Params()
+    scenario: Annotated[str, Field(max_length=80)] | None = None
+    source: str | None = None
+    """A pipeline text (docs/language.md) in place of `scenario`; `params` then names its own
+    parameters."""
+    params: Annotated[dict[Annotated[str, Field(max_length=80)], StrictInt],
+                      Field(max_length=64)] = {}
+    """Parameter values by name; each is checked against the scenario's own range."""
     bugs: Annotated[list[Annotated[str, Field(max_length=60)]], Field(max_length=16)] = []
     max_states: Annotated[StrictInt, Field(ge=1, le=MAX_STATES)] = DEFAULT_MAX_STATES
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S
@@ -75,27 +82,37 @@ class _Job:
     """A validated check: the scenario and configuration, resolved before any work starts."""
 
     def __init__(self, body: CheckRequest, location: str):
+        self.limits = Limits(body.max_states, body.timeout_s, MAX_MEMORY)
+        params = body.params if isinstance(body.params, dict) else params_dict(body.params)
+        if (body.source is None) == (body.scenario is None):
+            raise fail(422, location, "scenario" if body.source is None else "source",
+                       "give either `scenario` (a built-in id) or `source` (a pipeline "
+                       "text), not both")
+        if body.source is not None:  # parsed and resolved in the worker
+            check_size(body.source)
+            self.fn, self.work = check_source_job, (body.source, params, body.bugs, self.limits)
+            return
         try:
-            self.scenario = find_scenario(body.scenario)
+            scenario = find_scenario(body.scenario)
         except ParamError as err:
             raise fail(422, location, "scenario", err.message) from None
         try:
-            self.cfg = self.scenario.resolve(params_dict(body.params), body.bugs)
+            cfg = scenario.resolve(params, body.bugs)
         except ParamError as err:
             nested = location == "body" and err.field != "bugs"
             where = ("params", err.field) if nested else (err.field,)
             raise fail(422, location, where, err.message) from None
-        self.limits = Limits(body.max_states, body.timeout_s, MAX_MEMORY)
+        self.fn, self.work = check_job, (scenario, cfg, self.limits)
 
     def args(self) -> tuple:
-        return (self.scenario, self.cfg, self.limits)
+        return (self.fn, *self.work)
 
 
 @router.post("", response_model=CheckResponse, responses=errors(422, 503))
 async def post_check(body: CheckRequest, request: Request):
     """Check every schedule; the whole answer at once."""
     job = _Job(body, "body")
-    result = await unless_gone(request, checks.run(check_job, *job.args(), cancellable=True))
+    result = await unless_gone(request, checks.run(*job.args(), cancellable=True))
     if result is None:  # the client has gone; no one reads this
         return JSONResponse({"detail": "cancelled"}, status_code=499)
     return Response(result, media_type="application/json")
@@ -148,7 +165,7 @@ def _stream(job: _Job):
 
     async def work() -> None:
         try:
-            result = await checks.run(check_job, *job.args(),
+            result = await checks.run(*job.args(),
                                       progress=lambda p: queue.put_nowait(("progress", p)))
             queue.put_nowait(("result", result))  # JSON text already
         except Busy as err:
