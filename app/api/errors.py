@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
 from starlette.routing import Match
 
+from app.api.sources import NeedSource
 from app.core.pool import Busy
 from app.scenarios import ParamError, PipelineError
 from app.sim.machine import MoveError
@@ -120,6 +121,14 @@ def install(app: FastAPI) -> None:
     async def _busy(request: Request, exc: Busy) -> JSONResponse:
         return JSONResponse(status_code=503, headers={"Retry-After": str(exc.retry_after)},
                             content={"detail": detail("server", "busy", str(exc))})
+
+    @app.exception_handler(NeedSource)
+    async def _need_source(request: Request, exc: NeedSource) -> JSONResponse:
+        return JSONResponse(status_code=409, content={
+            "need_source": exc.sha256,
+            "detail": [{"loc": ["path", "session_id"], "type": "need_source",
+                        "msg": "this server does not have the session's pipeline text; post it "
+                               "to /api/v1/pipelines/sources and try again"}]})
 
     @app.exception_handler(MoveError)
     async def _move_error(request: Request, exc: MoveError) -> JSONResponse:

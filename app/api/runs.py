@@ -81,5 +81,7 @@ def param_query(name: str):
     return Annotated[int | None, Query(ge=lo, le=hi)]
 
 
-def params_dict(params: BaseModel) -> dict:
+def params_dict(params: BaseModel | dict) -> dict:
+    if isinstance(params, dict):
+        return {k: v for k, v in params.items() if v is not None}
     return params.model_dump(exclude_none=True)

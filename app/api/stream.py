@@ -33,6 +33,7 @@ from app.api.session import (
     scenario_block,
 )
 from app.api.session import step_session as step_once
+from app.api.sources import NeedSource
 from app.api.token import SessionToken
 from app.core.config import settings
 from app.core.pool import Busy
@@ -239,6 +240,13 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
     await websocket.accept()
     try:
         token, entry = await open_token(session_id)
+    except NeedSource as err:
+        await websocket.send_json({"type": "error", "status": 409, "field": "session_id",
+                                   "need_source": err.sha256,
+                                   "message": "post the pipeline text to "
+                                              "/api/v1/pipelines/sources, then reconnect"})
+        await websocket.close(code=4409)
+        return
     except (HTTPException, Busy) as err:
         message = error_message(err)
         await websocket.send_json(message)

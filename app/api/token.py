@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from app.api.errors import fail
 from app.api.runs import Params, params_dict
 from app.api.runstore import SESSION_STEP_LIMIT, RunKey
+from app.api.sources import recall, remember
 from app.core.config import settings
 from app.core.security import session_key
 from app.sim.schedule import SCHEDULES, Schedule
@@ -49,8 +50,11 @@ class RunSpec(BaseModel):
     """What a session request and a session id both say about the run."""
 
     model_config = ConfigDict(extra="forbid")
-    scenario: ScenarioId
-    params: Params = Params()
+    scenario: ScenarioId | None = None
+    source_sha256: Annotated[StrictStr, Field(pattern="^[0-9a-f]{64}$")] | None = None
+    """A pipeline text's sha256, in place of `scenario` (the text itself: app.api.sources)."""
+    params: Params | Annotated[dict[Annotated[StrictStr, Field(max_length=80)], StrictInt],
+                               Field(max_length=64)] = Params()
     bugs: Annotated[list[BugName], Field(max_length=16)] = []
     seed: Seed | None = None
 
@@ -98,7 +102,9 @@ class SessionToken:
     def encode(self, now: float | None = None) -> str:
         key = self.key
         issued = int(time.time() if now is None else now)
-        fields = {"v": 1, "scenario": key.scenario, "params": dict(key.params),
+        where = ({"source_sha256": remember(key.source)} if key.source is not None
+                 else {"scenario": key.scenario})
+        fields = {"v": 1, **where, "params": dict(key.params),
                   "bugs": list(key.bugs), "kind": key.schedule.kind, "seed": key.schedule.seed,
                   "picks": key.picks, "step": self.step, "issued": issued}
         payload = json.dumps(fields, separators=(",", ":")).encode()
@@ -145,9 +151,12 @@ class SessionToken:
         schedule = (Schedule("random", seed=fields.seed or 0) if fields.kind == "random"
                     else Schedule(fields.kind, moves=()) if fields.kind == "manual"
                     else Schedule(fields.kind))
-        key = RunKey(fields.scenario, tuple(sorted(
+        if (fields.scenario is None) == (fields.source_sha256 is None):
+            raise unknown_session()
+        source = None if fields.source_sha256 is None else recall(fields.source_sha256)
+        key = RunKey(fields.scenario or "", tuple(sorted(
             params_dict(fields.params).items())),
-            tuple(fields.bugs), schedule, tuple(fields.picks))
+            tuple(fields.bugs), schedule, tuple(fields.picks), source=source)
         return cls(key, fields.step)
 
 

@@ -136,6 +136,13 @@ def summary(describe: dict, out: Exploration) -> str:
     return text
 
 
+def resolve_source(source: str, params: dict, bugs) -> None:
+    """Parse and resolve a pipeline text (in a worker): `PipelineError` / `ParamError` if bad."""
+    from app.scenarios import from_source
+
+    from_source(source).resolve(params, bugs)
+
+
 def check_source_job(source: str, params: dict, bugs, limits: Limits,
                      report: Callable[[dict], None] | None = None,
                      cancel: Event | None = None) -> str:

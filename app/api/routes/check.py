@@ -23,7 +23,7 @@ from app.api.responses import errors
 from app.api.routes.pipelines import check_size
 from app.api.runs import Params, param_query, params_dict
 from app.api.runstore import find_scenario
-from app.api.work import checks, unless_gone
+from app.api.work import builds, checks, unless_gone
 from app.check.engine import Limits
 from app.check.service import (
     DEFAULT_MAX_STATES,
@@ -33,6 +33,7 @@ from app.check.service import (
     MAX_TIMEOUT_S,
     check_job,
     check_source_job,
+    resolve_source,
 )
 from app.core.pool import Busy
 from app.scenarios import PARAM_NAMES, ParamError
@@ -107,11 +108,19 @@ class _Job:
     def args(self) -> tuple:
         return (self.fn, *self.work)
 
+    async def ready(self) -> _Job:
+        """A pipeline text is parsed and resolved once in the build pool before the check
+        starts, so a text that does not compile is a 422, not an error inside a stream."""
+        if self.fn is check_source_job:
+            source, params, bugs, _ = self.work
+            await builds.run(resolve_source, source, params, bugs)
+        return self
+
 
 @router.post("", response_model=CheckResponse, responses=errors(422, 503))
 async def post_check(body: CheckRequest, request: Request):
     """Check every schedule; the whole answer at once."""
-    job = _Job(body, "body")
+    job = await _Job(body, "body").ready()
     result = await unless_gone(request, checks.run(*job.args(), cancellable=True))
     if result is None:  # the client has gone; no one reads this
         return JSONResponse({"detail": "cancelled"}, status_code=499)
@@ -123,7 +132,7 @@ async def post_check(body: CheckRequest, request: Request):
                               ok_type="sse"))
 async def post_check_stream(body: CheckRequest):
     """The same check as server-sent events: `progress` events, then one `result` event."""
-    return _stream(_Job(body, "body"))
+    return _stream(await _Job(body, "body").ready())
 
 
 @router.get("/stream", response_class=StreamingResponse,
@@ -152,7 +161,7 @@ async def get_check_stream(
         scenario=scenario, params=Params(**params),
         bugs=[b.strip() for b in bugs.split(",") if b.strip()], max_states=max_states,
         timeout_s=timeout_s)
-    return _stream(_Job(body, "query"))
+    return _stream(await _Job(body, "query").ready())
 
 
 def _stream(job: _Job):

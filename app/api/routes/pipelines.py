@@ -19,6 +19,7 @@ from app.api.responses import errors
 from app.api.routes.traces import window_document
 from app.api.runs import MAX_SEED, parse_schedule
 from app.api.runstore import TRACE_LIMIT, canonical_key, store
+from app.api.sources import remember
 from app.api.work import builds
 from app.lang.compiler import MAX_SOURCE_BYTES, instantiate, load, resolve_params
 from app.scenarios import ParamError, from_source
@@ -91,6 +92,13 @@ async def validate(body: SourceBody):
     has the `line`, the `column` and what was expected."""
     check_size(body.source)
     return json_response(await builds.run(describe_source, body.source))
+
+
+@router.post("/pipelines/sources", responses=errors(413, 422))
+async def post_source(body: SourceBody) -> dict:
+    """Teach this process a pipeline text (after a 409 `need_source` for a session id)."""
+    check_size(body.source)
+    return {"source_sha256": remember(body.source)}
 
 
 @router.post("/traces", responses=errors(404, 413, 422, 503))

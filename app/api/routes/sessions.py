@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from app.api import sse, stream
 from app.api.errors import fail
 from app.api.responses import JSON_ONLY, SESSION_ERRORS, errors
+from app.api.routes.pipelines import check_size
 from app.api.runs import params_dict, parse_schedule
 from app.api.runstore import SESSION_STEP_LIMIT, canonical_key, store
 from app.api.session import (
@@ -31,6 +32,7 @@ from app.api.session import (
     view,
 )
 from app.api.token import MAX_PICKS, MAX_TOKEN_CHARS, RunSpec, Seed, SessionToken
+from app.api.work import builds
 from app.core.config import settings
 from app.scenarios import ParamError
 
@@ -65,6 +67,9 @@ class SessionCreate(RunSpec):
     """A manual schedule's movers in order (as GET /traces takes them): picks at steps 1, 2..."""
     picks: Annotated[list[Pick], Field(max_length=MAX_PICKS)] = []
     step: Step = 0
+    source: str | None = None
+    """A pipeline text (docs/language.md) in place of `scenario`: the session id carries its
+    sha256, and a process that lacks the text answers 409 `{"need_source": sha256}`."""
 
 
 class StepIn(BaseModel):
@@ -91,7 +96,18 @@ async def create_session(body: SessionCreate) -> Response:
         schedule_in = ScheduleIn(kind=schedule_in, seed=body.seed, moves=body.moves)
     schedule = parse_schedule(schedule_in.kind, schedule_in.seed)
     bugs = ",".join(body.bugs) if isinstance(body.bugs, list) else body.bugs
-    key = canonical_key(body.scenario, params_dict(body.params), bugs, schedule)
+    if body.source is not None or body.source_sha256 is not None:
+        if body.source is None or body.scenario is not None:
+            raise ParamError("source", "give either `scenario` (a built-in id) or `source` "
+                                       "(a pipeline text)")
+        check_size(body.source)
+        key = await builds.run(canonical_key, None, params_dict(body.params), bugs, schedule,
+                               SESSION_STEP_LIMIT, "source", body.source)
+    elif body.scenario is None:
+        raise ParamError("scenario", "give either `scenario` (a built-in id) or `source` "
+                                     "(a pipeline text)")
+    else:
+        key = canonical_key(body.scenario, params_dict(body.params), bugs, schedule)
     named = [(p.step, p.agent) for p in body.picks]
     moves = schedule_in.moves or body.moves
     if moves:
