@@ -244,20 +244,24 @@ class Decoder:
     # ------------------------------------------------------------------------------- setup
 
     def _setup_names(self) -> None:
+        """Barrier and stage names and the barriers' init counts come from the scenario's
+        pipeline (compiled with this capture's parameters and toggles); only the mapping from
+        the kernel's barrier ids to them is the kernel's own."""
+        from app.scenarios import get as get_scenario
+
+        scenario = get_scenario(self.scenario)
+        values = {"stages": self.stages, "tiles": self.tiles, "tile_bytes": self.tile_bytes,
+                  "chunk_bytes": self.chunk_bytes, "consumers": self.consumers}
+        params = {k: v for k, v in values.items() if k in scenario.parameters}
+        program = scenario.resolve(params, sorted(self.bugs & set(scenario.bugs))).program
+        self.barrier_names = [b.name for b in program.barriers]
+        self.init_counts = [b.init_count for b in program.barriers]
+        self.stage_names = [s.name for s in program.stages]
         s = self.stages
-        if self.scenario == "single_barrier":
-            self.barrier_names = ["bar"]
-            self.stage_names = ["smem"]
-            self.barrier_index = {0: 0}
-        elif self.scenario == "proxy_fence_store":
-            self.barrier_names = []
-            self.stage_names = [f"smem[{i}]" for i in range(s)]
-            self.barrier_index = {}
-        else:
-            self.barrier_names = ([f"full_barrier[{i}]" for i in range(s)]
-                                  + [f"empty_barrier[{i}]" for i in range(s)])
-            self.stage_names = [f"smem[{i}]" for i in range(s)]
+        if self.scenario == "double_buffer_tma":  # the kernel numbers empty barriers from 8
             self.barrier_index = {i: i for i in range(s)} | {8 + i: s + i for i in range(s)}
+        else:
+            self.barrier_index = {i: i for i in range(len(self.barrier_names))}
 
     def _records(self) -> list[Record]:
         rows = self.raw.get("records")
@@ -415,11 +419,9 @@ class Decoder:
     def decode(self) -> dict:
         """The whole trace document."""
         barriers = [Mbarrier() for _ in self.barrier_names]
-        if self.scenario == "double_buffer_tma":
-            empty_count = 1 if "wrong_arrival_count" in self.bugs else self.consumers
-            for s in range(self.stages):
-                barriers[s].init(1)
-                barriers[self.stages + s].init(empty_count)
+        for barrier, count in zip(barriers, self.init_counts, strict=True):
+            if count is not None:  # initialized at launch; the others by a logged init
+                barrier.init(count)
         self.replay = Replay(barriers, self.barrier_names)
         initial = self.snapshot(self.clock0)
         self._plan_waits()
