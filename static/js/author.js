@@ -3,7 +3,7 @@
 // POST /api/v1/traces and plays the whole trace in memory. The URL fragment always holds the
 // editor's text, the form, the step and the notes (share.js), so a reload restores them.
 
-import {bindShareBar, FragmentWriter, runTrace, validate, windowNote} from "./authored.js";
+import {bindCheck, bindShareBar, FragmentWriter, runTrace, validate, windowNote} from "./authored.js";
 import {CalloutEditor} from "./callout-editor.js";
 import {DocRun, sourceMarks} from "./docrun.js";
 import {SourceEditor} from "./editor.js";
@@ -235,6 +235,7 @@ root.querySelector("[data-restore]").addEventListener("click", async (event) => 
   await runNow(0);
 });
 bindShareBar(root, {linkPath: "/author", linkState: editorState, viewState, doc: () => run.doc});
+bindCheck(root, {state: () => ran, show: (doc, step) => run.show(doc, step)});
 
 function showFragmentError(message) {
   const box = root.querySelector("[data-fragment-error]");

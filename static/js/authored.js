@@ -46,6 +46,45 @@ export async function runTrace(state) {
   }
 }
 
+/** "Check every schedule" for the pipeline shown: `POST /check` with its text; each violation's
+ *  shortest schedule is a whole trace document, played in the page by `show(doc, step)`. */
+export function bindCheck(root, {state, show}) {
+  const button = root.querySelector("[data-check]");
+  const box = root.querySelector("[data-check-result]");
+  if (!button || !box) return;
+  const say = (...nodes) => { box.hidden = false; box.replaceChildren(...nodes); };
+  button.addEventListener("click", async () => {
+    const s = state();
+    if (!s) { say(h("p", {}, "Run the pipeline first.")); return; }
+    say(h("p", {}, "Exploring every schedule…"));
+    button.disabled = true;
+    try {
+      const result = await post("/api/v1/check", {source: s.source, params: s.params || {},
+                                                  bugs: s.bugs || [], max_states: 200000,
+                                                  timeout_s: 10});
+      const verdicts = {safe: "✓ safe under every schedule",
+                        unsafe: "✗ unsafe: some schedule breaks it",
+                        inconclusive: "? inconclusive: a limit stopped the search"};
+      const items = result.violations.map((v) => {
+        const at = (v.trace.diagnostics.find((d) => d.kind === v.kind) || {}).step || v.steps;
+        return h("li", {dataset: {violation: v.kind}}, h("b", {}, v.kind), ` in ${v.steps} steps `,
+          h("button", {type: "button", onclick: () => show(v.trace, at)}, "Play this schedule"));
+      });
+      const cut = result.complete === false
+        ? h("p", {class: "stopped-by"}, `A limit (${result.stopped_by}) stopped the search: other kinds may be reachable.`)
+        : null;
+      say(...[h("p", {class: `verdict verdict-${result.verdict}`, dataset: {verdict: result.verdict}},
+                h("b", {}, verdicts[result.verdict] || result.verdict),
+                ` — ${result.states_explored.toLocaleString("en-US")} states in ${result.elapsed_s.toFixed(2)} s`),
+              cut, items.length ? h("ul", {class: "violations"}, items) : null].filter(Boolean));
+    } catch (err) {
+      say(h("p", {class: "error"}, `The check failed: ${err.field ? `${err.field}: ` : ""}${err.message}`));
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
 /** `POST /export` for a state: the lesson file, downloaded. */
 export async function downloadLesson(state, {panels = [], predict = false} = {}) {
   const body = {source: state.source, params: state.params || {}, bugs: state.bugs || [],

@@ -347,7 +347,7 @@ function showCheck(box, result) {
                   timeout: `the time limit (${(result.limits || {}).timeout_s} s)`,
                   timeout_s: `the time limit (${(result.limits || {}).timeout_s} s)`,
                   memory: "the memory limit"};
-  const stopped = result.verdict === "inconclusive" && result.stopped_by
+  const stopped = (result.verdict === "inconclusive" || result.complete === false) && result.stopped_by
     ? h("p", {class: "stopped-by", dataset: {stoppedBy: result.stopped_by}},
       `Stopped by ${limits[result.stopped_by] || result.stopped_by}: every schedule of at most ${result.depth} steps was checked, longer ones were not.`)
     : null;

@@ -39,7 +39,7 @@ export class PipelineForm {
       h("input", {type: "checkbox", name: "bugs", value: t.name, checked: keep.bugs.includes(t.name) && !t.error,
                   disabled: Boolean(t.error), "aria-describedby": `tdoc-${t.name}`}),
       h("span", {}, t.name),
-      h("small", {class: "tdoc", id: `tdoc-${t.name}`}, t.error ? `cannot apply: ${t.error}` : t.description || "")));
+      h("small", {class: "tdoc", id: `tdoc-${t.name}`}, t.error ? `cannot apply: ${t.error.message || t.error}` : t.description || "")));
     this.toggles.replaceChildren(...(toggles.length ? toggles : [h("p", {class: "muted"}, "No bug toggles: declare one with bug NAME \"description\" { replace ... }.")]));
     if (values) {
       this.schedule.value = values.schedule === "random" ? "random" : "round_robin";

@@ -3,7 +3,7 @@
 // POST /api/v1/traces, plays the trace in memory and keeps the fragment at the cursor.
 // A fragment that does not decode shows what was wrong and runs nothing.
 
-import {bindShareBar, FragmentWriter, runTrace, validate, windowNote} from "./authored.js";
+import {bindCheck, bindShareBar, FragmentWriter, runTrace, validate, windowNote} from "./authored.js";
 import {DocRun, sourceMarks} from "./docrun.js";
 import {SourceEditor} from "./editor.js";
 import {watchHeight} from "./learn.js";
@@ -124,6 +124,7 @@ if (formNode) {
     show({...state, ...values, moves: []}, 0);
   });
 }
+bindCheck(root, {state: () => state, show: (doc, step) => run.show(doc, step)});
 bindShareBar(root, {linkPath: "/p", linkState: viewState, viewState, doc: () => run.doc,
                     predict: () => Boolean(run.predictor && run.predictor.on)});
 if (embed) watchHeight();

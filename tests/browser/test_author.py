@@ -785,3 +785,22 @@ def test_authored_pages_never_scroll_sideways(browser, base_url, width):
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     shot(page, f"authored-p-{width}")
     context.close()
+
+
+def test_check_every_schedule_of_an_authored_pipeline_and_play_its_counterexample(page, base_url):
+    source = httpx.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
+    source = source.replace("phase ^= 1;\n", "// phase ^= 1 forgotten\n")
+    open_author(page)
+    run_source(page, source)
+    page.locator("[data-check]").click()
+    result = page.locator("[data-check-result]")
+    expect(result.locator("[data-verdict]")).to_have_attribute("data-verdict", "unsafe")
+    stale = result.locator('[data-violation="stale_wait"]')
+    expect(stale).to_contain_text("stale_wait in 12 steps")
+    stale.get_by_role("button", name="Play this schedule").click()
+    expect_step(page, 12)
+    expect(page.locator('[data-run-view="main"] [data-diagnostic="stale_wait"]')).to_be_visible()
+    shot(page, "author-check-counterexample")
+    # The toggle whose text the edit removed says why it cannot apply, in words.
+    expect(page.locator("#tdoc-forget_phase_toggle")).to_contain_text(
+        "cannot apply: bug `forget_phase_toggle`: 'phase ^= 1;' occurs 0 times")
