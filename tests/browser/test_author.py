@@ -312,7 +312,7 @@ def test_form_comes_from_the_declarations_and_run_takes_it(page):
     # No manual schedule without sessions: the page says so.
     assert page.locator('#pipe-config select[name="schedule"] option').all_inner_texts() == [
         "round robin", "random (seeded)"]
-    expect(page.locator("[data-needs-session]")).to_contain_text("need server")
+    expect(page.locator("[data-needs-session]")).to_contain_text("manual mode (choosing who moves)")
 
 
 def test_start_from_loads_every_built_in(page, base_url):
