@@ -27,7 +27,7 @@ from app.sim.smem import TILE_SPAN
 
 from . import syntax
 from .errors import ParamError, PipelineError
-from .exprs import Scope, compile_expr, constant
+from .exprs import Scope, compile_expr, constant, text_of
 from .instructions import build
 from .syntax import (
     Agent,
@@ -248,14 +248,8 @@ def check_requires(pipeline: Pipeline, values: dict[str, int]) -> None:
     for name in sorted(pipeline.chosen):
         bug = pipeline.bugs[name]
         if bug.requires is not None and not constant(bug.requires, scope, "a requirement"):
-            why = bug.requires_doc or f"it needs {syntax_text(bug.requires)}"
+            why = bug.requires_doc or f"it needs {text_of(bug.requires)}"
             raise ParamError("bugs", f"{name} cannot apply here: {why}")
-
-
-def syntax_text(node) -> str:
-    from .exprs import text_of
-
-    return text_of(node)
 
 
 @lru_cache(maxsize=256)
@@ -594,7 +588,7 @@ class AgentBuilder:
                       stmt.pos.line, stmt.pos.column)
         source = self.text if stmt.name in self.helpers else prelude()[0]
         outer_text = self.text if ctx is None else ctx.source
-        args_text = [outer_text[a.pos.start:a.pos.end] if a.pos.end else syntax_text(a)
+        args_text = [outer_text[a.pos.start:a.pos.end] if a.pos.end else text_of(a)
                      for a in stmt.args]
         context = Expansion(
             name=stmt.name, source=source, depth=depth,
@@ -664,7 +658,7 @@ def _simple_text(stmt: Simple) -> str:
     target = name if field is None else f"{name}.{field}"
     if stmt.op == "++":
         return f"++{target}"
-    return f"{target} {stmt.op} {syntax_text(stmt.value)}"
+    return f"{target} {stmt.op} {text_of(stmt.value)}"
 
 
 def substitute(node, mapping: dict):

@@ -28,10 +28,8 @@ figures; `GpuOrderReplay.schedule` is the manual schedule that reproduces the ru
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
-from app.capture.codegen import KIND_NAME, RECORD_WORDS
 from app.sim.copies import (
     LOAD,
     OP_AGENT,
@@ -48,8 +46,18 @@ from app.sim.schedule import Schedule
 from app.sim.smem import TILE_SPAN
 from app.sim.trace import Run
 
-OBSERVATIONS = ("wait_parity", "wait_token", "ld_shared", "ld_global", "wait_group")
-"""Record kinds ordered by the clock read after them; every other kind by the clock before."""
+from .gpu_log import (  # noqa: F401 - ReplayError, config_of, gpu_records, merged: this module's API
+    CLOCK_GHZ,
+    OBSERVATIONS,
+    GpuRecord,
+    ReplayError,
+    bits,
+    config_of,
+    gpu_records,
+    merged,
+    read_words,
+)
+
 WAITS = ("wait_parity", "wait_token")
 REORDER_WINDOW = 1000
 """Cycles within which two warps' logged operations may have happened in either order: an
@@ -57,67 +65,6 @@ effect's clock is read before it, an observation's after it returned, and a try_
 itself takes hundreds of cycles."""
 LOOKBACK = 4
 ARRIVES = ("arrive", "arrive_drop", "arrive_expect_tx")
-
-
-class ReplayError(ValueError):
-    """A raw log that cannot be replayed (not a generated kernel's log, or corrupt)."""
-
-
-@dataclass
-class GpuRecord:
-    cta: int
-    slot: int
-    pre: int
-    post: int
-    kind: str
-    node: int
-    detail: int
-    words: tuple[int, ...]
-    seq: int
-
-    @property
-    def key(self) -> int:
-        return self.post if self.kind in OBSERVATIONS else self.pre
-
-    @classmethod
-    def unpack(cls, row: list[int], seq: int) -> GpuRecord:
-        if len(row) != 2 + RECORD_WORDS:
-            raise ReplayError(f"records[{seq}]: expected {2 + RECORD_WORDS} integers")
-        cta, slot, w0, w1, w2, *rest = (int(v) for v in row)
-        kind = KIND_NAME.get(w2 & 0xFF)
-        if kind is None:
-            raise ReplayError(f"records[{seq}]: unknown record kind {w2 & 0xFF}")
-        return cls(cta, slot, w0 & ~1, w1, kind, (w2 >> 16) & 0xFFFF, w2 >> 32, tuple(rest),
-                   seq)
-
-
-def gpu_records(raw: dict, cta: int = 0) -> list[list[GpuRecord]]:
-    """CTA `cta`'s records, one list per agent slot, in each agent's program order."""
-    if raw.get("format") != "mbarrier-inspector/raw-gpu-log" or raw.get("version") != 2:
-        raise ReplayError("not a generated kernel's raw log (format v2)")
-    per_agent: list[list[GpuRecord]] = [[] for _ in raw["agents"]]
-    for seq, row in enumerate(raw["records"]):
-        rec = GpuRecord.unpack(row, seq)
-        if rec.cta == cta:
-            if not 0 <= rec.slot < len(per_agent):
-                raise ReplayError(f"records[{seq}]: agent slot {rec.slot} out of range")
-            per_agent[rec.slot].append(rec)
-    return per_agent
-
-
-def merged(per_agent: list[list[GpuRecord]]) -> list[GpuRecord]:
-    """One order for all agents: by clock (see the module docs), each agent's own order kept."""
-    heads = [(recs[0].key, slot, 0) for slot, recs in enumerate(per_agent) if recs]
-    heapq.heapify(heads)
-    out = []
-    while heads:
-        _, slot, i = heapq.heappop(heads)
-        recs = per_agent[slot]
-        out.append(recs[i])
-        if i + 1 < len(recs):
-            # never before this agent's previous record, whatever its clock says
-            heapq.heappush(heads, (max(recs[i + 1].key, recs[i].key), slot, i + 1))
-    return out
 
 
 class Divergence(Exception):
@@ -402,9 +349,9 @@ class GpuOrderReplay:
                 self.land(ks[0])
         held = m.chunks[stage]
         engine_ok = sum(1 << c for c, (t, _) in enumerate(held) if t == tile)
-        gpu = _read_words(ok_mask, stale, never, chunks, rec.detail)
+        gpu = read_words(ok_mask, stale, never, chunks, rec.detail)
         engine = "all chunks right" if engine_ok == full else (
-            f"chunks {_bits(engine_ok)} of {chunks} right")
+            f"chunks {bits(engine_ok)} of {chunks} right")
         self.step_agent(a)
         self.observe(rec, f"read tile {tile} from {m.stage_names[stage]}", gpu, engine,
                      (ok_mask == full) == (engine_ok == full))
@@ -614,40 +561,6 @@ def document(state: GpuOrderReplay, snapshots: bool = True) -> dict:
     }
     doc["scenario"] = {**doc["scenario"], "id": (raw.get("pipeline") or {}).get("id")}
     return doc
-
-
-CLOCK_GHZ = 1.98
-"""`%clock64` rate of the H200's SMs while the captures ran (docs/gpu-capture.md)."""
-
-
-def _bits(mask: int) -> str:
-    return ",".join(str(i) for i in range(64) if mask >> i & 1) or "none"
-
-
-def _read_words(ok: int, stale: int, never: int, chunks: int, bad: int) -> str:
-    full = (1 << chunks) - 1
-    if ok == full:
-        return "all chunks right"
-    parts = [f"chunks {_bits(ok)} right"]
-    if stale:
-        parts.append(f"earlier-tile words in chunks {_bits(stale)}")
-    if never:
-        parts.append(f"never-written words in chunks {_bits(never)}")
-    other = full & ~ok & ~stale & ~never
-    if other:
-        parts.append(f"later-tile words in chunks {_bits(other)}")
-    return f"{bad} wrong words: " + "; ".join(parts)
-
-
-def config_of(raw: dict):
-    """The engine configuration a generated raw log was captured from."""
-    from app.capture.gen_runner import resolve
-
-    p = raw.get("pipeline") or {}
-    if "source" not in p:
-        raise ReplayError("the raw log names no pipeline source")
-    _, _, cfg = resolve(p["source"], p.get("params", {}), p.get("bugs", []))
-    return cfg
 
 
 def replay(raw: dict, cta: int = 0) -> GpuOrderReplay:

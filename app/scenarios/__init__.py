@@ -77,10 +77,7 @@ class Scenario:
         Raises `ParamError` naming the field, or `PipelineError` for a text that does not
         compile (with these parameters)."""
         chosen = self._bugs(bugs)
-        try:
-            pipeline = load(self.source, chosen)
-        except ParamError:
-            raise
+        pipeline = load(self.source, chosen)
         values = resolve_params(pipeline, params)
         check_requires(pipeline, values)
         key = tuple(sorted(values.items()))

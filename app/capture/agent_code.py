@@ -1,0 +1,372 @@
+"""One agent of a generated kernel: its registers and nodes as a CUDA device function (each
+`Line` the PTX its text spells, under a `// [node] text` comment; control nodes as `if`/`goto`)."""
+
+from __future__ import annotations
+
+import re
+
+from app.sim.program import SINK, Assign, Branch, Expr, Jump, Line, Program, Ref
+from app.sim.smem import TILE_SPAN
+
+from .cexpr import c_expr
+from .kernel_layout import ERROR_OPERAND_RANGE, ERROR_OUT_OF_BOUNDS, CodegenError, Layout
+
+
+def cname(name: str) -> str:
+    return "r_" + re.sub(r"[^0-9A-Za-z_]", "_", name)
+
+
+class AgentWriter:
+    """Writes one agent's function from its nodes."""
+
+    def __init__(self, program: Program, lay: Layout, slot: int):
+        self.program = program
+        self.lay = lay
+        self.slot = slot
+        self.agent = program.agents[slot]
+        names = [cname(n) for n in self.agent.registers]
+        self.regs = {i + 1: n for i, n in enumerate(names)}
+        self.tokens: set[int] = set()
+        self.out: list[str] = []
+
+    def reg(self, i: int) -> str:
+        return self.regs[i]
+
+    def expr(self, e: Expr) -> str:
+        return c_expr(e, self.reg)
+
+    def emit(self, text: str, indent: int = 1) -> None:
+        self.out.append("    " * indent + text if text else "")
+
+    # --------------------------------------------------------------------------- operands
+
+    def index(self, ref: Ref, var: str) -> None:
+        """`var` = the flat index (within its kind) of `ref`'s element, bounds-checked."""
+        if ref.index.const is not None:
+            self.emit(f"const u32 {var} = {ref.base + ref.index.const};  // {ref.array}"
+                      f"[{ref.index.text}]", 2)
+            return
+        self.emit(f"const i64 {var}_i = {self.expr(ref.index)};  // {ref.array}"
+                  f"[{ref.index.text}]", 2)
+        self.emit(f"if ({var}_i < 0 || {var}_i >= {ref.size}) {{ err_code = "
+                  f"{ERROR_OUT_OF_BOUNDS}; err_value = {var}_i; goto error; }}", 2)
+        self.emit(f"const u32 {var} = {ref.base} + (u32){var}_i;", 2)
+
+    def barrier(self, ref: Ref, var: str = "b") -> str:
+        self.index(ref, var)
+        return f"bar_addr(c, {var})"
+
+    def stage(self, ref: Ref, var: str = "s") -> None:
+        self.index(ref, var)
+
+    def tile(self, ref: Ref, var: str = "t") -> None:
+        """`var` = the tile's number in the CTA's tag space; `var`_id the engine's tile id."""
+        self.index(ref, var + "_k")
+        tensor = ref.base // TILE_SPAN
+        self.emit(f"const u32 {var} = {self.lay.tensor_tiles[tensor]} + ({var}_k - "
+                  f"{ref.base});  // tile number (tags)", 2)
+        self.emit(f"const u32 {var}_id = {var}_k;  // the engine's tile id", 2)
+
+    def value(self, e: Expr | None, default: int = 1) -> str:
+        return str(default) if e is None else f"(u32)({self.expr(e)})"
+
+    # ------------------------------------------------------------------------------ lines
+
+    def line(self, n: int, node: Line) -> None:
+        k = node.kind
+        a = node.args
+        self.emit(f"// [{n}] {node.text}")
+        self.emit("{")
+        self.emit(f"const u32 NODE = {n};", 2)
+        getattr(self, "_" + k)(a)
+        self.emit("lines++;", 2)
+        self.emit("}")
+
+    def _log(self, kind: str, detail: str = "0", *words: str) -> None:
+        words = list(words) + ["0"] * (5 - len(words))
+        self.emit(f"if (c.lane == 0) log_put(L, pre, post, K_{kind.upper()}, {self.slot}, NODE, "
+                  f"{detail}, {', '.join(words)});", 2)
+
+    def _lane0(self, body: list[str]) -> None:
+        self.emit("u64 pre = 0, post = 0;", 2)
+        self.emit("if (c.lane == 0) {", 2)
+        self.emit("pre = clock_now();", 3)
+        for line in body:
+            self.emit(line, 3)
+        self.emit("post = clock_now();", 3)
+        self.emit("}", 2)
+
+    def _init(self, a) -> None:
+        bar, count = a
+        addr = self.barrier(bar)
+        self.emit(f"const u32 count = {self.value(count)};", 2)
+        self.emit("u64 pre = 0, post = 0;", 2)
+        self.emit("if (c.lane == 0) {", 2)
+        self.emit("pre = clock_now();", 3)
+        self.emit(f"mbar_init({addr}, count);", 3)
+        self.emit("mbar_init_fence();", 3)
+        self.emit("post = clock_now();", 3)
+        self.emit("}", 2)
+        self.emit("__syncwarp();", 2)
+        self._log("init", "0", "b", "count")
+
+    def _arrive_like(self, a, kind: str, call: str) -> None:
+        dest, bar, count = a
+        addr = self.barrier(bar)
+        self.emit(f"const u32 v = {self.value(count)};", 2)
+        self.emit("u64 token = 0;", 2)
+        self.emit("if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);", 2)
+        self._lane0([f"token = {call}({addr}, v);"])
+        self.emit("__syncwarp();", 2)
+        self._log(kind, "0", "b", "v", "token", "mbar_pending_count(token)")
+        if dest != SINK:
+            self.tokens.add(dest)
+            self.emit(f"tok_{self.reg(dest)} = __shfl_sync(FULL_MASK, token, 0);  // the state "
+                      "token (the engine keeps the phase number instead)", 2)
+
+    def _arrive(self, a) -> None:
+        self._arrive_like(a, "arrive", "mbar_arrive")
+
+    def _arrive_drop(self, a) -> None:
+        self._arrive_like(a, "arrive_drop", "mbar_arrive_drop")
+
+    def _arrive_expect_tx(self, a) -> None:
+        self._arrive_like(a, "arrive_expect_tx", "mbar_arrive_expect_tx")
+
+    def _expect_tx(self, a) -> None:
+        bar, nbytes = a
+        addr = self.barrier(bar)
+        self.emit(f"const u32 v = {self.value(nbytes)};", 2)
+        self._lane0([f"mbar_expect_tx({addr}, v);"])
+        self.emit("__syncwarp();", 2)
+        self._log("expect_tx", "0", "b", "v")
+
+    def _complete_tx(self, a) -> None:
+        bar, nbytes = a
+        addr = self.barrier(bar)
+        self.emit(f"const u32 v = {self.value(nbytes)};", 2)
+        self._lane0([f"mbar_complete_tx({addr}, v);"])
+        self.emit("__syncwarp();", 2)
+        self._log("complete_tx", "0", "b", "v")
+
+    def _wait_parity(self, a) -> None:
+        dest, bar, parity, blocking = a
+        addr = self.barrier(bar)
+        self.emit(f"const i64 parity = {self.expr(parity)};", 2)
+        self.emit(f"if (parity != 0 && parity != 1) {{ err_code = {ERROR_OPERAND_RANGE}; "
+                  "err_value = parity; goto error; }", 2)
+        self.emit("u32 tries = 1;", 2)
+        self.emit("const u64 pre = clock_now();", 2)
+        if blocking:
+            self.emit("// every lane waits (each gets the acquire); the warp agrees on the "
+                      "answer", 2)
+            self.emit(f"u32 ok = bounded_wait_parity({addr}, (u32)parity, c.deadline, &tries);",
+                      2)
+        else:
+            self.emit(f"u32 ok = mbar_test_wait_parity({addr}, (u32)parity);", 2)
+        self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
+        self.emit("const u64 post = clock_now();", 2)
+        self._log("wait_parity", "0", "b", "(u64)parity", "ok", "tries", str(int(blocking)))
+        if dest != SINK:
+            self.emit(f"{self.reg(dest)} = ok;", 2)
+        if blocking:
+            self.emit("if (!ok) goto timed_out;", 2)
+
+    def _wait_token(self, a) -> None:
+        dest, bar, token, blocking = a
+        addr = self.barrier(bar)
+        tok = f"tok_{self.reg(token)}"
+        self.tokens.add(token)
+        self.emit("u32 tries = 1;", 2)
+        self.emit("const u64 pre = clock_now();", 2)
+        if blocking:
+            self.emit(f"u32 ok = bounded_wait_token({addr}, {tok}, c.deadline, &tries);", 2)
+        else:
+            self.emit(f"u32 ok = mbar_test_wait_token({addr}, {tok});", 2)
+        self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
+        self.emit("const u64 post = clock_now();", 2)
+        self._log("wait_token", "0", "b", tok, "ok", "tries", str(int(blocking)))
+        if dest != SINK:
+            self.emit(f"{self.reg(dest)} = ok;", 2)
+        if blocking:
+            self.emit("if (!ok) goto timed_out;", 2)
+
+    def _inval(self, a) -> None:
+        (bar,) = a
+        addr = self.barrier(bar)
+        self._lane0([f"mbar_inval({addr});"])
+        self.emit("__syncwarp();", 2)
+        self._log("inval", "0", "b")
+
+    def _copy_shape(self, stage_var: str, offset: Expr | None, nbytes: Expr) -> None:
+        self.emit(f"const i64 off = {0 if offset is None else self.expr(offset)};", 2)
+        self.emit(f"const i64 bytes = {self.expr(nbytes)};", 2)
+        self.emit(f"if (bytes <= 0 || off < 0 || off + bytes > stage_bytes({stage_var}) || "
+                  "off % 16 || bytes % 16) {", 2)
+        self.emit(f"err_code = {ERROR_OPERAND_RANGE}; err_value = bytes; goto error;", 3)
+        self.emit("}", 2)
+
+    def _load(self, a) -> None:
+        dst, offset, src, nbytes, bar, multicast = a
+        self.stage(dst)
+        self.tile(src)
+        addr = self.barrier(bar)
+        self._copy_shape("s", offset, nbytes)
+        self._lane0([f"bulk_load(smem_u32(stage_ptr(c, s)) + (u32)off, tile_ptr(c, t) + off, "
+                     f"(u32)bytes, {addr});"])
+        self.emit("__syncwarp();", 2)
+        self._log("load", "0", "b", "s", "t_id", "(u64)bytes", "(u64)off")
+
+    def _store(self, a) -> None:
+        dst, src, offset, nbytes = a
+        self.tile(dst)
+        self.stage(src)
+        self._copy_shape("s", offset, nbytes)
+        self._lane0(["bulk_store(tile_ptr(c, t) + off, smem_u32(stage_ptr(c, s)) + (u32)off, "
+                     "(u32)bytes);"])
+        self.emit("__syncwarp();", 2)
+        self._log("store", "0", "t_id", "s", "(u64)bytes", "(u64)off")
+
+    def _commit_group(self, a) -> None:
+        self._lane0(["bulk_commit();"])
+        self.emit("__syncwarp();", 2)
+        self._log("commit_group")
+
+    def _wait_group(self, a) -> None:
+        n, read = a
+        suffix = ".read" if read else ""
+        if n.const is not None:
+            if not 0 <= n.const <= 63:
+                raise CodegenError(f"wait_group {n.const}: N is 0..63")
+            body = [f'asm volatile("cp.async.bulk.wait_group{suffix} {n.const};" ::: "memory");']
+            self.emit(f"const u32 groups = {n.const};", 2)
+        else:
+            self.emit(f"const u32 groups = (u32)({self.expr(n)});", 2)
+            cases = " ".join(f'case {i}: asm volatile("cp.async.bulk.wait_group{suffix} {i};" '
+                             '::: "memory"); break;' for i in range(8))
+            body = [f"switch (groups) {{ {cases} default: asm volatile("
+                    f'"cp.async.bulk.wait_group{suffix} 0;" ::: "memory"); }}']
+        self._lane0(body)
+        self.emit("__syncwarp();", 2)
+        self._log("wait_group", "0", "groups", str(int(read)))
+
+    def _proxy_fence(self, a) -> None:
+        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("proxy_fence();  // every lane that wrote shared memory", 2)
+        self.emit("__syncwarp();", 2)
+        self.emit("const u64 post = clock_now();", 2)
+        self._log("proxy_fence")
+
+    def _st_shared(self, a) -> None:
+        stage, tile = a
+        self.stage(stage)
+        self.tile(tile)
+        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("write_tile((u32*)stage_ptr(c, s), stage_bytes(s) / 4, t, c.cta_base);", 2)
+        self.emit("__syncwarp();", 2)
+        self.emit("const u64 post = clock_now();", 2)
+        self._log("st_shared", "0", "s", "t_id")
+
+    def _ld_shared(self, a) -> None:
+        dest, stage, tile = a
+        self.stage(stage)
+        self.tile(tile)
+        tensor = tile.base // TILE_SPAN
+        first = self.lay.tensor_tiles[tensor]
+        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const Check k = check_tile((const u32*)stage_ptr(c, s), stage_bytes(s) / 4, "
+                  f"chunk_bytes(s) / 4, t, {first}, c.cta_base);", 2)
+        self.emit("const u64 post = clock_now();", 2)
+        self.emit("if (k.bad) bad_reads++;", 2)
+        self._log("ld_shared", "k.bad", "s", "t_id", "k.ok", "k.stale", "k.never")
+
+    def _ld_global(self, a) -> None:
+        dest, tile = a
+        self.tile(tile)
+        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const u32 first_word = ((volatile const u32*)tile_ptr(c, t))[0];", 2)
+        self.emit("const u64 post = clock_now();", 2)
+        self._log("ld_global", "0", "t_id", "first_word")
+
+    def _assign(self, a) -> None:
+        (updates,) = a
+        for reg, e in updates:
+            self.emit(f"{self.reg(reg)} = {self.expr(e)};", 2)
+
+    # ----------------------------------------------------------------------------- control
+
+    def write(self) -> list[str]:
+        agent = self.agent
+        nodes = agent.nodes
+        targets = {n.target for n in nodes if isinstance(n, (Jump, Branch))}
+        body_start = len(self.out)
+        for i, node in enumerate(nodes):
+            if i in targets:
+                self.out.append(f"n{i}:")
+            if isinstance(node, Line):
+                if node.kind == "assign":
+                    self.emit(f"// [{i}] {node.text}")
+                    self.emit("{")
+                    self._assign(node.args)
+                    self.emit("}")
+                else:
+                    self.line(i, node)
+            elif isinstance(node, Jump):
+                self.emit(f"goto {self._label(node.target, len(nodes))};")
+            elif isinstance(node, Branch):
+                self.emit(f"if (!{self._paren(self.expr(node.cond))}) goto "
+                          f"{self._label(node.target, len(nodes))};  // {node.cond.text}")
+            elif isinstance(node, Assign):
+                for reg, e in node.updates:
+                    self.emit(f"{self.reg(reg)} = {self.expr(e)};")
+        body = self.out[body_start:]
+        del self.out[body_start:]
+        if len(nodes) in targets:
+            body.append(f"n{len(nodes)}:")
+        head = [f"// agent {agent.name} (warp {self.slot}): {len(agent.listing)} lines",
+                f"__device__ __noinline__ void agent_{self.slot}(Ctx& c, Log& L, u32* summary) {{"]
+        decls = []
+        for i, name in self.regs.items():
+            reg_name = agent.registers[i - 1]
+            if reg_name.startswith("%"):
+                continue
+            decls.append(f"    i64 {name} = {agent.initial[i - 1]};  // {reg_name}")
+        for i in sorted(self.tokens):
+            decls.append(f"    u64 tok_{self.reg(i)} = 0;  // state token of "
+                         f"{agent.registers[i - 1]}")
+        decls += ["    u32 lines = 0, bad_reads = 0, status = 0;",
+                  "    u64 err_code = 0;", "    i64 err_value = 0;",
+                  "    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, "
+                  f"{self.slot}, 0, 0, 0, 0, 0, 0, 0);", ""]
+        timeouts = any("goto timed_out" in line for line in body)
+        tail = ["    status = 0;  // finished",
+                "    goto end;"]
+        if timeouts:
+            tail += ["timed_out:",
+                     "    status = 1;  // a wait gave up: the kernel's view of a deadlock",
+                     "    goto end;"]
+        tail += ["error:",
+                "    status = 2;  // an operand out of range (the engine's undefined_behavior)",
+                "    if (c.lane == 0) log_put(L, clock_now(), 0, K_ERROR, "
+                f"{self.slot}, 0, 0, err_code, (u64)err_value, 0, 0, 0);",
+                "end:",
+                "    if (c.lane == 0) {",
+                "        // the CTA's shared memory must outlive this agent's bulk stores",
+                '        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");',
+                f"        log_put(L, clock_now(), globaltimer_now(), K_END, {self.slot}, 0, "
+                "status, lines, bad_reads, 0, 0, 0);",
+                "        log_flush(L);",
+                f"        volatile u32* sm = summary + (blockIdx.x * {len(self.program.agents)} "
+                f"+ {self.slot}) * SUMMARY_WORDS;",
+                "        sm[0] = lines; sm[1] = bad_reads; sm[2] = status; sm[3] = 1;",
+                "    }",
+                "}"]
+        return head + decls + body + tail
+
+    @staticmethod
+    def _label(target: int, end: int) -> str:
+        return f"n{target}"
+
+    @staticmethod
+    def _paren(text: str) -> str:
+        return text if text.startswith("(") and text.endswith(")") else f"({text})"

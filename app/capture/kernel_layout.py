@@ -1,0 +1,108 @@
+"""What a generated kernel and its host agree on: the log record's size and event kinds, the
+shared-memory layout of barriers and stages, and what Hopper cannot run (app.capture.codegen)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.sim.program import Line, Program
+
+RECORD_WORDS = 8
+STAGE_RECORDS = 32
+"""Records each agent keeps in shared memory before they are copied to the host."""
+SUMMARY_WORDS = 4
+POISON = 0xFFFFFFFF
+SMEM_LIMIT = 227 * 1024
+
+# Record kinds (word 2, bits 0..7). One per line kind, plus the agent's start and end.
+KINDS = ("start", "end", "init", "arrive", "arrive_drop", "arrive_expect_tx", "expect_tx",
+         "complete_tx", "wait_parity", "wait_token", "inval", "load", "store", "commit_group",
+         "wait_group", "proxy_fence", "st_shared", "ld_shared", "ld_global", "error")
+KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS)}
+KIND_NAME = {code: name for name, code in KIND_CODE.items()}
+
+END_FINISHED, END_TIMED_OUT, END_ERROR = 0, 1, 2
+ERROR_OUT_OF_BOUNDS, ERROR_OPERAND_RANGE = 1, 2
+
+HOPPER_MISSING = {"mma": "tcgen05.mma", "tc_commit": "tcgen05.commit",
+                  "tc_fence": "tcgen05.fence", "tc_ld": "tcgen05.ld",
+                  "tc_wait_ld": "tcgen05.wait::ld", "st_global": "st.global of tcgen05.ld "
+                                                                  "registers"}
+
+
+class CodegenError(ValueError):
+    """A program the generator cannot turn into a Hopper kernel; the message says why."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything lives: shared memory offsets, global tensor offsets, tile tags."""
+
+    barrier_offset: int
+    stage_offsets: tuple[int, ...]
+    staging_offset: int
+    smem_bytes: int
+    tensor_offsets: tuple[int, ...]
+    """Byte offset of each tensor in one CTA's slice of global memory."""
+    tensor_tiles: tuple[int, ...]
+    """Tile number of each tensor's element 0 (tags count tiles over all tensors)."""
+    gmem_cta_bytes: int
+    tiles_per_cta: int
+    threads: int
+
+    def as_dict(self) -> dict:
+        return {"smem_bytes": self.smem_bytes, "stage_offsets": list(self.stage_offsets),
+                "gmem_cta_bytes": self.gmem_cta_bytes, "tiles_per_cta": self.tiles_per_cta,
+                "tensor_offsets": list(self.tensor_offsets),
+                "tensor_tiles": list(self.tensor_tiles), "threads": self.threads}
+
+
+def _align(n: int, a: int = 128) -> int:
+    return (n + a - 1) // a * a
+
+
+def layout(program: Program) -> Layout:
+    nb = len(program.barriers)
+    offset = _align(8 * max(1, nb))
+    stage_offsets = []
+    for stage in program.stages:
+        stage_offsets.append(offset)
+        offset = _align(offset + stage.bytes)
+    staging = offset
+    smem = staging + len(program.agents) * STAGE_RECORDS * RECORD_WORDS * 8
+    tensor_offsets, tensor_tiles, gbytes, tiles = [], [], 0, 0
+    for _, elements, nbytes in program.tensors:
+        tensor_offsets.append(gbytes)
+        tensor_tiles.append(tiles)
+        gbytes = _align(gbytes + elements * nbytes)
+        tiles += elements
+    return Layout(0, tuple(stage_offsets), staging, smem, tuple(tensor_offsets),
+                  tuple(tensor_tiles), gbytes, tiles, 32 * len(program.agents))
+
+
+def check(program: Program) -> None:
+    """Raise CodegenError if the program cannot run on Hopper through this generator."""
+    if program.cluster > 1:
+        raise CodegenError(f"a cluster of {program.cluster} CTAs needs a cluster launch "
+                           "(cuLaunchKernelEx), which the generator does not emit yet")
+    for agent in program.agents:
+        for node in agent.nodes:
+            if isinstance(node, Line) and node.kind in HOPPER_MISSING:
+                raise CodegenError(
+                    f"{agent.name}: `{node.op}` needs {HOPPER_MISSING[node.kind]}, which "
+                    "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
+                    "pipeline stays simulation-only")
+    lay = layout(program)
+    if lay.smem_bytes > SMEM_LIMIT:
+        raise CodegenError(f"the stages and the log need {lay.smem_bytes} bytes of shared "
+                           f"memory; a Hopper block has at most {SMEM_LIMIT}")
+    for stage in program.stages:
+        if stage.chunk_bytes % 16 or stage.bytes % 16:
+            raise CodegenError(f"{stage.name}: bulk copies move multiples of 16 bytes")
+        if stage.bytes // stage.chunk_bytes > 64:
+            raise CodegenError(f"{stage.name}: at most 64 chunks a stage")
+    for _, _elements, nbytes in program.tensors:
+        if nbytes % 16:
+            raise CodegenError("tensor elements must be multiples of 16 bytes")
+        if nbytes // 4 > 0x10000:
+            raise CodegenError("a tensor element holds at most 65,536 words (the tag encoding)")
