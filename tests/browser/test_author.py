@@ -77,6 +77,7 @@ def start_empty(page):
     """"Start from: an empty pipeline" (no lesson notes carried over from a built-in)."""
     page.locator("[data-start-from]").select_option("")
     page.locator("[data-load-start]").click()
+    expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
     expect(page.locator("[data-editor]")).to_have_value(re.compile(r"^// A pipeline"))
     expect(page.locator("[data-callout-item]")).to_have_count(0)
 
@@ -323,6 +324,7 @@ def test_start_from_loads_every_built_in(page, base_url):
         source = httpx.get(f"{base_url}/api/v1/scenarios/{scenario}").json()["source"]
         select.select_option(scenario)
         page.locator("[data-load-start]").click()
+        expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
         expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(source),
                                                              timeout=20_000)
         assert page.locator("[data-editor]").input_value() == source
@@ -337,6 +339,7 @@ def test_start_from_loads_every_built_in(page, base_url):
     expect(page.locator("[data-clear-callouts]")).to_be_hidden()
     select.select_option("single_barrier")
     page.locator("[data-load-start]").click()
+    expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
     source = httpx.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
     expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(source))
     expect(page.locator("[data-callout-item]").first).to_be_visible()
@@ -348,6 +351,7 @@ def test_start_from_loads_every_built_in(page, base_url):
     page.locator("[data-editor]").fill(RING)
     select.select_option("")
     page.locator("[data-load-start]").click()
+    expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
     expect(page.locator("[data-editor]")).to_have_value(re.compile(r"^// A pipeline"))
     page.locator("[data-restore]").click()
     expect(page.locator("[data-editor]")).to_have_value(RING)
@@ -508,6 +512,7 @@ def test_links_that_do_not_decode_say_so_and_run_nothing(page, base_url):
         shot(page, f"bad-link{path.replace('/', '-')}", full_page=False)
     # On /author the editor still works: loading a built-in runs it and the error goes.
     page.locator("[data-load-start]").click()
+    expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
     expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile(r"^[0-9a-f]{64}$"))
     expect(page.locator("[data-fragment-error]")).to_be_hidden()
     expect(page.locator(".run [data-barrier]").first).to_be_visible()
@@ -703,6 +708,7 @@ def test_author_page_and_authored_export_stay_under_the_budget(page, base_url):
     page.on("response", on_response)
     open_author(page)
     page.locator("[data-load-start]").click()  # single_barrier with its lesson's notes
+    expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
     expect(page.locator("[data-callout-item]").first).to_be_visible()
     seek(page, 1)
     expect(page.locator("[data-callout] .callout-body strong").first).to_be_visible()
