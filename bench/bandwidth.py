@@ -1,4 +1,5 @@
-"""Bandwidth of the TMA ring (double_buffer_tma without logging) beside cudaMemcpy on one GPU.
+"""Bandwidth of the TMA ring beside cudaMemcpy on one GPU: the hand-written reference kernel and the
+kernel generated from app/capture/pipelines/bandwidth_ring.pipe with its log compiled out.
 
     python bench/bandwidth.py                 # print the table of the shipped traces/bandwidth.json
     python bench/bandwidth.py --run           # measure again on this machine's GPU (CuPy), print
@@ -45,6 +46,17 @@ def table(doc: dict) -> str:
                  f"{best['gbps']:,.0f} GB/s ({best['stages']} stages x "
                  f"{best['tile_bytes'] // 1024} KiB, lag {best['release_lag']}) = "
                  f"{100 * doc['best_fraction_of_memcpy']:.1f}% of memcpy")
+    gen = doc.get("generated") or {}
+    if gen.get("best"):
+        g = gen["best"]
+        per = {(r["tile_bytes"], r["stages"]): r["gbps"] for r in gen["results"] if r["gbps"]}
+        lines.append("generated (log compiled out), GB/s by stages: " + "; ".join(
+            f"{size // 1024} KiB " + " ".join(f"{per.get((size, s), 0):,.0f}"
+                                             for s in sorted({r['stages'] for r in rows}))
+            for size in sizes))
+        lines.append(f"best generated: {g['gbps']:,.0f} GB/s ({g['stages']} stages x "
+                     f"{g['tile_bytes'] // 1024} KiB) = "
+                     f"{100 * gen['best_fraction_of_reference']:.1f}% of the best reference")
     src = doc["source"]
     lines.append(f"{src.get('device')}, driver {src.get('driver')}, CUDA {src.get('cuda')}, "
                  f"{doc['bytes_read'] / 2**30:.0f} GiB read + {doc['bytes_written'] / 2**30:.0f} "
@@ -58,7 +70,7 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="with --run: update the shipped file")
     args = parser.parse_args()
     if args.run:
-        from app.capture.runner import bandwidth
+        from app.capture.bandwidth import bandwidth
 
         doc = bandwidth()
         if args.write:

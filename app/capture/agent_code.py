@@ -40,21 +40,40 @@ class AgentWriter:
 
     # --------------------------------------------------------------------------- operands
 
+    def base(self, ref: Ref) -> int:
+        """The flat number of `ref`'s element 0 in the CTA it names: its own, or for `mapa`
+        the one named (the engine's `Ref.base` is then CTA 0's)."""
+        if ref.cta is None:
+            return ref.base
+        if ref.cta.const is None:
+            raise CodegenError(f"`mapa({ref.array}, {ref.cta.text})`: the generator needs the "
+                               "CTA as a constant")
+        return ref.base + ref.cta.const * ref.size
+
     def index(self, ref: Ref, var: str) -> None:
         """`var` = the flat index (within its kind) of `ref`'s element, bounds-checked."""
+        base = self.base(ref)
         if ref.index.const is not None:
-            self.emit(f"const u32 {var} = {ref.base + ref.index.const};  // {ref.array}"
+            self.emit(f"const u32 {var} = {base + ref.index.const};  // {ref.array}"
                       f"[{ref.index.text}]", 2)
             return
         self.emit(f"const i64 {var}_i = {self.expr(ref.index)};  // {ref.array}"
                   f"[{ref.index.text}]", 2)
         self.emit(f"if ({var}_i < 0 || {var}_i >= {ref.size}) {{ err_code = "
                   f"{ERROR_OUT_OF_BOUNDS}; err_value = {var}_i; goto error; }}", 2)
-        self.emit(f"const u32 {var} = {ref.base} + (u32){var}_i;", 2)
+        self.emit(f"const u32 {var} = {base} + (u32){var}_i;", 2)
 
     def barrier(self, ref: Ref, var: str = "b") -> str:
+        if ref.cta is not None and self.node.kind not in ("arrive", "arrive_expect_tx"):
+            raise CodegenError(f"`{self.node.op}` on another CTA's barrier: the generator "
+                               "sends only arrives through the cluster window")
         self.index(ref, var)
         return f"bar_addr(c, {var})"
+
+    def remote(self, ref: Ref) -> bool:
+        """Whether the line addresses the barrier through the cluster window (`mapa`, or a
+        `.shared::cluster` spelling): PTX then allows no state, only the sink `_`."""
+        return ref.cta is not None or "shared::cluster" in self.node.op
 
     def stage(self, ref: Ref, var: str = "s") -> None:
         self.index(ref, var)
@@ -75,6 +94,7 @@ class AgentWriter:
     def line(self, n: int, node: Line) -> None:
         k = node.kind
         a = node.args
+        self.node = node
         self.emit(f"// [{n}] {node.text}")
         self.emit("{")
         self.emit(f"const u32 NODE = {n};", 2)
@@ -90,10 +110,10 @@ class AgentWriter:
     def _lane0(self, body: list[str]) -> None:
         self.emit("u64 pre = 0, post = 0;", 2)
         self.emit("if (c.lane == 0) {", 2)
-        self.emit("pre = clock_now();", 3)
+        self.emit("pre = stamp();", 3)
         for line in body:
             self.emit(line, 3)
-        self.emit("post = clock_now();", 3)
+        self.emit("post = stamp();", 3)
         self.emit("}", 2)
 
     def _init(self, a) -> None:
@@ -102,10 +122,10 @@ class AgentWriter:
         self.emit(f"const u32 count = {self.value(count)};", 2)
         self.emit("u64 pre = 0, post = 0;", 2)
         self.emit("if (c.lane == 0) {", 2)
-        self.emit("pre = clock_now();", 3)
+        self.emit("pre = stamp();", 3)
         self.emit(f"mbar_init({addr}, count);", 3)
         self.emit("mbar_init_fence();", 3)
-        self.emit("post = clock_now();", 3)
+        self.emit("post = stamp();", 3)
         self.emit("}", 2)
         self.emit("__syncwarp();", 2)
         self._log("init", "0", "b", "count")
@@ -116,6 +136,15 @@ class AgentWriter:
         self.emit(f"const u32 v = {self.value(count)};", 2)
         self.emit("u64 token = 0;", 2)
         self.emit("if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);", 2)
+        if self.remote(bar):
+            if dest != SINK or kind == "arrive_drop":
+                raise CodegenError(f"`{self.node.op}` through the cluster window: PTX allows "
+                                   "no state there (write `_`), and no arrive_drop")
+            self.emit(f"const u32 where = mapa_u32({addr}, bar_cta(b));", 2)
+            self._lane0([f"{call}_cluster{'' if count is None else '_n'}(where, v);"])
+            self.emit("__syncwarp();", 2)
+            self._log(kind, "1", "b", "v")  # detail 1: a remote arrive, no token
+            return
         self._lane0([f"token = {call}({addr}, v);"])
         self.emit("__syncwarp();", 2)
         self._log(kind, "0", "b", "v", "token", "mbar_pending_count(token)")
@@ -156,7 +185,7 @@ class AgentWriter:
         self.emit(f"if (parity != 0 && parity != 1) {{ err_code = {ERROR_OPERAND_RANGE}; "
                   "err_value = parity; goto error; }", 2)
         self.emit("u32 tries = 1;", 2)
-        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const u64 pre = stamp();", 2)
         if blocking:
             self.emit("// every lane waits (each gets the acquire); the warp agrees on the "
                       "answer", 2)
@@ -165,7 +194,7 @@ class AgentWriter:
         else:
             self.emit(f"u32 ok = mbar_test_wait_parity({addr}, (u32)parity);", 2)
         self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
-        self.emit("const u64 post = clock_now();", 2)
+        self.emit("const u64 post = stamp();", 2)
         self._log("wait_parity", "0", "b", "(u64)parity", "ok", "tries", str(int(blocking)))
         if dest != SINK:
             self.emit(f"{self.reg(dest)} = ok;", 2)
@@ -178,13 +207,13 @@ class AgentWriter:
         tok = f"tok_{self.reg(token)}"
         self.tokens.add(token)
         self.emit("u32 tries = 1;", 2)
-        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const u64 pre = stamp();", 2)
         if blocking:
             self.emit(f"u32 ok = bounded_wait_token({addr}, {tok}, c.deadline, &tries);", 2)
         else:
             self.emit(f"u32 ok = mbar_test_wait_token({addr}, {tok});", 2)
         self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
-        self.emit("const u64 post = clock_now();", 2)
+        self.emit("const u64 post = stamp();", 2)
         self._log("wait_token", "0", "b", tok, "ok", "tries", str(int(blocking)))
         if dest != SINK:
             self.emit(f"{self.reg(dest)} = ok;", 2)
@@ -212,8 +241,14 @@ class AgentWriter:
         self.tile(src)
         addr = self.barrier(bar)
         self._copy_shape("s", offset, nbytes)
-        self._lane0([f"bulk_load(smem_u32(stage_ptr(c, s)) + (u32)off, tile_ptr(c, t) + off, "
-                     f"(u32)bytes, {addr});"])
+        where = "smem_u32(stage_ptr(c, s)) + (u32)off, tile_ptr(c, t) + off, (u32)bytes"
+        if multicast is None:
+            self._lane0([f"bulk_load({where}, {addr});"])
+        else:
+            self.emit(f"const i64 mask = {self.expr(multicast[0])};  // ctaMask", 2)
+            self.emit(f"if (mask <= 0 || mask >= (1 << CLUSTER)) {{ err_code = "
+                      f"{ERROR_OPERAND_RANGE}; err_value = mask; goto error; }}", 2)
+            self._lane0([f"bulk_load_multicast({where}, {addr}, (unsigned short)mask);"])
         self.emit("__syncwarp();", 2)
         self._log("load", "0", "b", "s", "t_id", "(u64)bytes", "(u64)off")
 
@@ -251,20 +286,20 @@ class AgentWriter:
         self._log("wait_group", "0", "groups", str(int(read)))
 
     def _proxy_fence(self, a) -> None:
-        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const u64 pre = stamp();", 2)
         self.emit("proxy_fence();  // every lane that wrote shared memory", 2)
         self.emit("__syncwarp();", 2)
-        self.emit("const u64 post = clock_now();", 2)
+        self.emit("const u64 post = stamp();", 2)
         self._log("proxy_fence")
 
     def _st_shared(self, a) -> None:
         stage, tile = a
         self.stage(stage)
         self.tile(tile)
-        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const u64 pre = stamp();", 2)
         self.emit("write_tile((u32*)stage_ptr(c, s), stage_bytes(s) / 4, t, c.cta_base);", 2)
         self.emit("__syncwarp();", 2)
-        self.emit("const u64 post = clock_now();", 2)
+        self.emit("const u64 post = stamp();", 2)
         self._log("st_shared", "0", "s", "t_id")
 
     def _ld_shared(self, a) -> None:
@@ -273,19 +308,19 @@ class AgentWriter:
         self.tile(tile)
         tensor = tile.base // TILE_SPAN
         first = self.lay.tensor_tiles[tensor]
-        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const u64 pre = stamp();", 2)
         self.emit("const Check k = check_tile((const u32*)stage_ptr(c, s), stage_bytes(s) / 4, "
                   f"chunk_bytes(s) / 4, t, {first}, c.cta_base);", 2)
-        self.emit("const u64 post = clock_now();", 2)
+        self.emit("const u64 post = stamp();", 2)
         self.emit("if (k.bad) bad_reads++;", 2)
         self._log("ld_shared", "k.bad", "s", "t_id", "k.ok", "k.stale", "k.never")
 
     def _ld_global(self, a) -> None:
         dest, tile = a
         self.tile(tile)
-        self.emit("const u64 pre = clock_now();", 2)
+        self.emit("const u64 pre = stamp();", 2)
         self.emit("const u32 first_word = ((volatile const u32*)tile_ptr(c, t))[0];", 2)
-        self.emit("const u64 post = clock_now();", 2)
+        self.emit("const u64 post = stamp();", 2)
         self._log("ld_global", "0", "t_id", "first_word")
 
     def _assign(self, a) -> None:
@@ -336,8 +371,10 @@ class AgentWriter:
                          f"{agent.registers[i - 1]}")
         decls += ["    u32 lines = 0, bad_reads = 0, status = 0;",
                   "    u64 err_code = 0;", "    i64 err_value = 0;",
+                  "    // the start record: the CTA's rank, and its clocks at the cluster barriers",
                   "    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, "
-                  f"{self.slot}, 0, 0, 0, 0, 0, 0, 0);", ""]
+                  f"{self.slot}, 0, c.rank, c.sync[0], c.sync[1], c.sync[2], c.sync[3], 0);",
+                  ""]
         timeouts = any("goto timed_out" in line for line in body)
         tail = ["    status = 0;  // finished",
                 "    goto end;"]
@@ -356,7 +393,7 @@ class AgentWriter:
                 f"        log_put(L, clock_now(), globaltimer_now(), K_END, {self.slot}, 0, "
                 "status, lines, bad_reads, 0, 0, 0);",
                 "        log_flush(L);",
-                f"        volatile u32* sm = summary + (blockIdx.x * {len(self.program.agents)} "
+                f"        volatile u32* sm = summary + (c.unit * {len(self.program.agents)} "
                 f"+ {self.slot}) * SUMMARY_WORDS;",
                 "        sm[0] = lines; sm[1] = bad_reads; sm[2] = status; sm[3] = 1;",
                 "    }",

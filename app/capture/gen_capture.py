@@ -57,6 +57,8 @@ def _entries() -> list[GenCapture]:
                 "wrong_arrival_count"):
         consumers = 2 if bug == "wrong_arrival_count" else 1
         launch = {"ctas": 1, **may_trap} if bug in traps else {"ctas": SM_COUNT}
+        if bug == "wrong_arrival_count":  # a second arrive in one phase may trap any CTA
+            launch = {"ctas": SM_COUNT, "flush_every": 1}
         out.append(GenCapture(f"gen_double_buffer_tma_{bug}", "double_buffer_tma",
                               {**ring, "consumers": consumers}, [bug], **launch))
     for bug in sorted(traps):  # with one stage the second arrive comes within microseconds
@@ -85,6 +87,11 @@ def _entries() -> list[GenCapture]:
                           ctas=SM_COUNT))
     out.append(GenCapture("gen_alternate_tiles_forget_phase_toggle", _pipe("alternate_tiles"),
                           {"tiles": 12}, ["forget_phase_toggle"], ctas=1, **may_trap))
+    # 2x1 clusters (cuLaunchKernelEx): one per SM pair; cluster 0 logs
+    for bugs in ([], ["release_local_only"], ["expect_tx_one_cta"]):
+        name = "_".join(["gen_cluster_multicast", *bugs])
+        out.append(GenCapture(name, "cluster_multicast", {"stages": 2, "tiles": 8}, bugs,
+                              ctas=SM_COUNT))
     return out
 
 

@@ -39,7 +39,9 @@ class GenCapture:
     params: dict = field(default_factory=dict)
     bugs: list[str] = field(default_factory=list)
     ctas: int = 1
+    """CTAs launched: a multiple of the pipeline's cluster size."""
     log_ctas: int = 1
+    """Units (CTAs, or clusters) that log every line; the others only write their summary."""
     timeout_us: float = 2000.0
     flush_every: int = G.STAGE_RECORDS
     """Records an agent stages before copying them to the host (1: each one at once)."""
@@ -151,7 +153,7 @@ def run_capture(cap: GenCapture) -> dict:
     import cupy
     import numpy as np
 
-    from .runner import MappedBuffer, _cuda_error_name, _evict_l2, device_info
+    from .device import MappedBuffer, cuda_error_name, device_info, evict_l2
 
     p = plan(cap)
     raw = _raw(p)
@@ -161,10 +163,14 @@ def run_capture(cap: GenCapture) -> dict:
     fn.compile()
     raw["launch"]["compile_s"] = round(time.perf_counter() - start, 3)
     n_agents = len(p.program.agents)
-    host_mem = tagged_memory(p.layout, p.program, cap.ctas)
+    cluster = p.layout.cluster
+    if cap.ctas % cluster:
+        raise ValueError(f"{cap.ctas} CTAs do not make clusters of {cluster}")
+    units = cap.ctas // cluster
+    host_mem = tagged_memory(p.layout, p.program, units)
     gmem = cupy.asarray(host_mem)
     log = MappedBuffer(max(1, cap.log_ctas) * n_agents * p.log_cap * G.RECORD_WORDS * 8)
-    summary = MappedBuffer(cap.ctas * n_agents * G.SUMMARY_WORDS * 4)
+    summary = MappedBuffer(units * n_agents * G.SUMMARY_WORDS * 4)
     deadline = np.uint64(int(cap.timeout_us * 1e-6 * CLOCK_HZ_GUESS))
     smem = p.layout.smem_bytes
     if smem > 48 * 1024:
@@ -172,24 +178,24 @@ def run_capture(cap: GenCapture) -> dict:
     args = (gmem, np.uint64(log.device_ptr), np.uint64(summary.device_ptr),
             np.uint32(cap.log_ctas), np.uint32(p.log_cap), deadline,
             np.uint32(cap.flush_every), np.uint32(int(cap.flush_before_arrive)))
-    raw["launch"].update({"kernel": "pipeline_kernel", "grid": cap.ctas,
+    raw["launch"].update({"kernel": "pipeline_kernel", "grid": cap.ctas, "cluster": cluster,
                           "block": p.layout.threads, "smem_bytes": smem,
                           "deadline_cycles": int(deadline), "log_cap": p.log_cap,
                           "flush_every": cap.flush_every,
                           "flush_before_arrive": cap.flush_before_arrive,
                           "options": list(COMPILE_OPTIONS)})
-    _evict_l2()
+    evict_l2()
     cupy.cuda.Device(0).synchronize()
     ev0, ev1 = cupy.cuda.Event(), cupy.cuda.Event()
     raw["captured_at"] = _now()
     try:
         ev0.record()
-        fn((cap.ctas,), (p.layout.threads,), args, shared_mem=smem)
+        launch(fn, cap.ctas, p.layout.threads, smem, cluster, args)
         ev1.record()
         ev1.synchronize()
         raw["elapsed_ms"] = round(cupy.cuda.get_elapsed_time(ev0, ev1), 4)
     except Exception as exc:  # a trap surfaces here as a CUDA runtime error
-        raw["error"] = {"name": _cuda_error_name(exc), "message": str(exc)}
+        raw["error"] = {"name": cuda_error_name(exc), "message": str(exc)}
     words = log.view(np.uint64).reshape(max(1, cap.log_ctas), n_agents, p.log_cap,
                                         G.RECORD_WORDS)
     records = []
@@ -200,11 +206,47 @@ def run_capture(cap: GenCapture) -> dict:
                     break
                 records.append([cta, slot, *(int(w) for w in rec)])
     raw["records"] = records
-    raw["summary"] = summary.view(np.uint32).reshape(cap.ctas, n_agents,
+    raw["summary"] = summary.view(np.uint32).reshape(units, n_agents,
                                                      G.SUMMARY_WORDS).tolist()
     if raw["error"] is None:
         raw["dst"] = _dst_report(cupy.asnumpy(gmem), host_mem, p)
     return raw
+
+
+def launch(fn, grid: int, block: int, smem: int, cluster: int, args: tuple) -> None:
+    """Launch a CuPy RawKernel; a cluster through the driver's cuLaunchKernelEx with the
+    cluster dimension attribute (CuPy's own launch cannot set it)."""
+    if cluster == 1:
+        fn((grid,), (block,), args, shared_mem=smem)
+        return
+    import ctypes
+
+    import cupy
+    from cuda.bindings import driver as cu
+
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
+    config.sharedMemBytes = smem
+    config.hStream = cu.CUstream(cupy.cuda.get_current_stream().ptr)
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+    config.attrs = [attr]
+    config.numAttrs = 1
+    types = {8: ctypes.c_uint64, 4: ctypes.c_uint32}
+    values, ctypes_of = [], []
+    for arg in args:
+        if hasattr(arg, "data") and hasattr(arg.data, "ptr"):  # a CuPy array: its pointer
+            values.append(arg.data.ptr)
+            ctypes_of.append(ctypes.c_void_p)
+        else:
+            values.append(int(arg))
+            ctypes_of.append(types[arg.dtype.itemsize])
+    (err,) = cu.cuLaunchKernelEx(config, cu.CUfunction(fn.kernel.ptr),
+                                 (tuple(values), tuple(ctypes_of)), 0)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuLaunchKernelEx: {err.name}")
 
 
 def _raw(p: Plan) -> dict:

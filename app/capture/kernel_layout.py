@@ -36,10 +36,16 @@ class CodegenError(ValueError):
 
 @dataclass(frozen=True)
 class Layout:
-    """Where everything lives: shared memory offsets, global tensor offsets, tile tags."""
+    """Where everything lives: shared memory offsets, global tensor offsets, tile tags.
+
+    In a cluster every CTA has the same shared-memory layout: the engine's flat barrier and
+    stage numbers (over all CTAs) map to a CTA (`bar_cta`, `stage_cta`) and a place in it
+    (`bar_local`, `stage_offsets`). Global tensors belong to the cluster: its CTAs share one
+    slice of global memory (a "unit": one CTA without a cluster)."""
 
     barrier_offset: int
     stage_offsets: tuple[int, ...]
+    """Shared-memory offset of each stage (flat number), within its own CTA."""
     staging_offset: int
     smem_bytes: int
     tensor_offsets: tuple[int, ...]
@@ -49,42 +55,73 @@ class Layout:
     gmem_cta_bytes: int
     tiles_per_cta: int
     threads: int
+    """Threads of one CTA: a warp for each of its agents."""
+    cluster: int = 1
+    agents_per_cta: int = 1
+    bar_local: tuple[int, ...] = ()
+    bar_cta: tuple[int, ...] = ()
+    stage_cta: tuple[int, ...] = ()
+    logging: bool = True
 
     def as_dict(self) -> dict:
         return {"smem_bytes": self.smem_bytes, "stage_offsets": list(self.stage_offsets),
                 "gmem_cta_bytes": self.gmem_cta_bytes, "tiles_per_cta": self.tiles_per_cta,
                 "tensor_offsets": list(self.tensor_offsets),
-                "tensor_tiles": list(self.tensor_tiles), "threads": self.threads}
+                "tensor_tiles": list(self.tensor_tiles), "threads": self.threads,
+                "cluster": self.cluster, "logging": self.logging}
 
 
 def _align(n: int, a: int = 128) -> int:
     return (n + a - 1) // a * a
 
 
-def layout(program: Program) -> Layout:
-    nb = len(program.barriers)
-    offset = _align(8 * max(1, nb))
-    stage_offsets = []
+def _locals(decls) -> tuple[int, ...]:
+    """Each declaration's place among those of its own CTA (the same in every CTA)."""
+    seen: dict[int, int] = {}
+    out = []
+    for d in decls:
+        out.append(seen.get(d.cta, 0))
+        seen[d.cta] = out[-1] + 1
+    return tuple(out)
+
+
+def layout(program: Program, logging: bool = True) -> Layout:
+    ctas = max(1, program.cluster)
+    per_cta = len(program.agents) // ctas
+    bar_local = _locals(program.barriers)
+    offset = _align(8 * max(1, len(program.barriers) // ctas))
+    local_offsets: list[int] = []
     for stage in program.stages:
-        stage_offsets.append(offset)
-        offset = _align(offset + stage.bytes)
+        if stage.cta == 0:
+            local_offsets.append(offset)
+            offset = _align(offset + stage.bytes)
+    stage_offsets = tuple(local_offsets[i] for i in _locals(program.stages))
     staging = offset
-    smem = staging + len(program.agents) * STAGE_RECORDS * RECORD_WORDS * 8
+    smem = staging + (per_cta * STAGE_RECORDS * RECORD_WORDS * 8 if logging else 0)
     tensor_offsets, tensor_tiles, gbytes, tiles = [], [], 0, 0
     for _, elements, nbytes in program.tensors:
         tensor_offsets.append(gbytes)
         tensor_tiles.append(tiles)
         gbytes = _align(gbytes + elements * nbytes)
         tiles += elements
-    return Layout(0, tuple(stage_offsets), staging, smem, tuple(tensor_offsets),
-                  tuple(tensor_tiles), gbytes, tiles, 32 * len(program.agents))
+    return Layout(0, stage_offsets, staging, smem, tuple(tensor_offsets), tuple(tensor_tiles),
+                  gbytes, tiles, 32 * per_cta, ctas, per_cta, bar_local,
+                  tuple(b.cta for b in program.barriers), tuple(s.cta for s in program.stages),
+                  logging)
 
 
-def check(program: Program) -> None:
+MAX_CLUSTER = 8
+"""The portable cluster size: larger ones need an opt-in the generator does not make."""
+
+
+def check(program: Program, logging: bool = True) -> None:
     """Raise CodegenError if the program cannot run on Hopper through this generator."""
-    if program.cluster > 1:
-        raise CodegenError(f"a cluster of {program.cluster} CTAs needs a cluster launch "
-                           "(cuLaunchKernelEx), which the generator does not emit yet")
+    ctas = max(1, program.cluster)
+    if ctas > MAX_CLUSTER:
+        raise CodegenError(f"a cluster of {ctas} CTAs: at most {MAX_CLUSTER} launch portably")
+    per_cta = len(program.agents) // ctas
+    if any(a.cta != i // per_cta for i, a in enumerate(program.agents)):
+        raise CodegenError("every CTA of the cluster must run the same agents, CTA by CTA")
     for agent in program.agents:
         for node in agent.nodes:
             if isinstance(node, Line) and node.kind in HOPPER_MISSING:
@@ -92,7 +129,7 @@ def check(program: Program) -> None:
                     f"{agent.name}: `{node.op}` needs {HOPPER_MISSING[node.kind]}, which "
                     "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
                     "pipeline stays simulation-only")
-    lay = layout(program)
+    lay = layout(program, logging)
     if lay.smem_bytes > SMEM_LIMIT:
         raise CodegenError(f"the stages and the log need {lay.smem_bytes} bytes of shared "
                            f"memory; a Hopper block has at most {SMEM_LIMIT}")

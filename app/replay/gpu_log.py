@@ -46,7 +46,8 @@ class GpuRecord:
 
 
 def gpu_records(raw: dict, cta: int = 0) -> list[list[GpuRecord]]:
-    """CTA `cta`'s records, one list per agent slot, in each agent's program order."""
+    """Unit `cta`'s records (a CTA's, or a cluster's), one list per agent slot, in each agent's
+    program order, with every clock on the clock of the cluster's CTA 0 (`align_clocks`)."""
     if raw.get("format") != "mbarrier-inspector/raw-gpu-log" or raw.get("version") != 2:
         raise ReplayError("not a generated kernel's raw log (format v2)")
     per_agent: list[list[GpuRecord]] = [[] for _ in raw["agents"]]
@@ -56,7 +57,37 @@ def gpu_records(raw: dict, cta: int = 0) -> list[list[GpuRecord]]:
             if not 0 <= rec.slot < len(per_agent):
                 raise ReplayError(f"records[{seq}]: agent slot {rec.slot} out of range")
             per_agent[rec.slot].append(rec)
+    align_clocks(per_agent)
     return per_agent
+
+
+def align_clocks(per_agent: list[list[GpuRecord]]) -> dict[int, int]:
+    """Put the records of a cluster's CTAs on one clock. Each SM counts its own `%clock64`, so
+    a kernel launched as clusters reads the clock in every CTA just as each of four cluster
+    barriers releases them all (the start record: `detail` the CTA's rank, words 0..3 the
+    clocks); a CTA's offset from CTA 0 is the median of the four differences. Returns the
+    offsets by rank (empty without a cluster)."""
+    syncs: dict[int, tuple[int, ...]] = {}
+    for recs in per_agent:
+        for rec in recs:
+            if rec.kind == "start" and any(rec.words[:4]):
+                syncs.setdefault(rec.detail, rec.words[:4])
+    if len(syncs) < 2 or 0 not in syncs:
+        return {}
+    offsets = {}
+    for rank, clocks in syncs.items():
+        diffs = sorted(c - z for c, z in zip(clocks, syncs[0], strict=True))
+        offsets[rank] = (diffs[1] + diffs[2]) // 2
+    for recs in per_agent:
+        rank = next((r.detail for r in recs if r.kind == "start"), 0)
+        shift = offsets.get(rank, 0)
+        if not shift:
+            continue
+        for rec in recs:
+            rec.pre -= shift
+            if rec.kind not in ("start", "end"):  # their second word is %globaltimer
+                rec.post -= shift
+    return offsets
 
 
 def merged(per_agent: list[list[GpuRecord]]) -> list[GpuRecord]:

@@ -36,10 +36,6 @@ def test_every_built_in_and_toggle_generates_or_is_refused_with_a_reason(scenari
         with pytest.raises(CodegenError, match="tcgen05"):
             _source(scenario_id, bugs)
         return
-    if scenario_id == "cluster_multicast":
-        with pytest.raises(CodegenError, match="cluster launch"):
-            _source(scenario_id, bugs)
-        return
     text = _source(scenario_id, bugs)
     assert 'extern "C" __global__' in text and "pipeline_kernel(" in text
     cfg = catalogue()[scenario_id].resolve({}, bugs)
@@ -47,6 +43,49 @@ def test_every_built_in_and_toggle_generates_or_is_refused_with_a_reason(scenari
         for n, node in enumerate(agent.nodes):
             if isinstance(node, Line):
                 assert f"// [{n}] {node.text}" in text  # every line, with its source text
+
+
+def test_a_cluster_runs_each_ctas_agents_and_sends_remote_arrives_through_mapa():
+    text = _source("cluster_multicast")
+    cfg = catalogue()["cluster_multicast"].resolve({}, [])
+    lay = layout(cfg.program)
+    assert (lay.cluster, lay.agents_per_cta, lay.threads) == (2, 2, 64)
+    # every CTA has the same layout: cta1's barriers and stages sit where cta0's do
+    assert lay.bar_local == (0, 1, 0, 1, 2, 3, 2, 3)
+    assert lay.bar_cta == (0, 0, 1, 1, 0, 0, 1, 1)
+    assert lay.stage_offsets[0] == lay.stage_offsets[2] and lay.stage_cta == (0, 0, 1, 1)
+    assert "#define CLUSTER 2" in text and "switch (slot)" in text
+    assert "barrier.cluster.arrive.release.aligned;" in text
+    assert text.count("mapa_u32(bar_addr(c, b), bar_cta(b))") == 2  # one per consumer
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" in text
+    assert ".multicast::cluster [%0], [%1], %2, [%3], %4;" in text
+    # cta0's consumer releases cta1's empty barrier: flat numbers 6 and 7
+    consumer0 = text[text.index("void agent_1("):text.index("void agent_2(")]
+    assert "const u32 b = 6 + (u32)b_i;" in consumer0
+    # and cta1's consumer releases cta0's: flat numbers 4 and 5
+    consumer1 = text[text.index("void agent_3("):]
+    assert "const u32 b = 4 + (u32)b_i;" in consumer1.split("mapa(")[1]
+    # CTA 1 never issues the multicast: `cta == 0` folds to 0 there
+    producer1 = text[text.index("void agent_2("):text.index("void agent_3(")]
+    assert "if (!(0)) goto" in producer1
+
+
+def test_a_state_through_the_cluster_window_is_refused():
+    source = catalogue()["cluster_multicast"].source.replace(
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _,",
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 tok,").replace(
+        "agent consumer {", "agent consumer {\n    int tok = 0;")
+    cfg = from_source(source).resolve({}, [])
+    with pytest.raises(CodegenError, match="no state"):
+        generate(cfg.program)
+
+
+def test_logging_compiled_out_keeps_the_lines_and_drops_the_staging_area():
+    cfg = catalogue()["double_buffer_tma"].resolve({}, [])
+    logged, bare = layout(cfg.program), layout(cfg.program, logging=False)
+    assert bare.smem_bytes == bare.staging_offset < logged.smem_bytes
+    text = generate(cfg.program, logging=False)
+    assert "#define LOGGING 0" in text and "cp.async.bulk.wait_group.read 0;" in text
 
 
 def test_the_ring_spells_its_ptx():

@@ -1,7 +1,12 @@
-"""On a GPU: capture each shipped scenario again and check it ends the way the shipped trace does.
+"""On a GPU: recapture every shipped raw log from its generated kernel and compare.
 
-Marked `gpu`; skipped cleanly where CuPy or a CUDA device is missing (CI has neither). Each capture
-runs in its own child process, as `make capture` does, so a trapping kernel fails only itself.
+Each entry of `gen_capture.CAPTURES` is run again as `make capture` runs it: the kernel it builds
+must be the shipped `.cu`, the fresh log must replay through the engine in the GPU's order without
+a divergence, and it must end the way the shipped log ended wherever the outcome is not a race.
+Then a small bandwidth sweep checks the generated ring against the hand-written reference.
+
+Marked `gpu`; skipped cleanly where CuPy or a CUDA device is missing (CI has neither). About three
+minutes on an H200 (`pytest -m gpu tests/capture`).
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from app.capture.make_all import CAPTURES, build_trace
-from app.capture.runner import CaptureConfig, bandwidth, capture
+from app.capture.bandwidth import bandwidth
+from app.capture.gen_capture import CAPTURES, keep_trapping_cta
+from app.capture.gen_runner import capture, plan
+from app.replay.gpu_order import conformance
 
 
 def _cuda_device() -> bool:
@@ -28,70 +35,47 @@ pytestmark = [
     pytest.mark.skipif(not _cuda_device(), reason="needs CuPy and a CUDA device"),
 ]
 
-TRACES = Path(__file__).resolve().parents[2] / "traces"
+RAW = Path(__file__).resolve().parents[2] / "traces" / "raw"
 
-OUTCOMES = {
-    "single_barrier": "clean",
-    "double_buffer_tma_1stage": "clean",
-    "double_buffer_tma_2stage": "clean",
-    "double_buffer_tma_4stage": "clean",
-    "double_buffer_tma_2consumers": "clean",
-    "proxy_fence_store": "clean",
-    "double_buffer_tma_forget_phase_toggle_deadlock": "deadlock",
-    "double_buffer_tma_forget_phase_toggle_stale": "wrong_reads",
-    "double_buffer_tma_forget_producer_phase_toggle": "same_status",
-    "single_barrier_forget_phase_toggle": "same_status",
-    "proxy_fence_store_missing_proxy_fence": "fence_flagged",
+RACES = {
+    "gen_single_barrier_expect_tx_short",
+    "gen_double_buffer_tma_expect_tx_short",
+    "gen_copy_per_chunk_expect_tx_short",
+    "gen_double_buffer_tma_1stage_forget_phase_toggle",
+    "gen_double_buffer_tma_1stage_producer_skips_empty_wait",
+    "gen_double_buffer_tma_wrong_arrival_count",
+    "gen_double_buffer_tma_forget_producer_phase_toggle_132ctas",
+    "gen_double_buffer_tma_producer_skips_empty_wait_132ctas",
+    "gen_cluster_multicast_release_local_only",
+    "gen_cluster_multicast_expect_tx_one_cta",
 }
-"""What a fresh capture must show for each shipped trace (timing moves the exact figures)."""
+"""Captures whose ending is a race on silicon (a short announcement completes early or hangs, a
+trap comes from whichever CTA gets there first): any ending the engine reproduces will do."""
 
 
-def _shipped(name: str) -> dict:
-    path = TRACES / f"{name}.json"
-    if not path.exists():
-        pytest.skip(f"no shipped trace {path.name}")
-    return json.loads(path.read_text())
-
-
-@pytest.mark.parametrize("name", sorted(OUTCOMES))
-def test_a_fresh_capture_ends_like_the_shipped_trace(name):
-    shipped = _shipped(name)
-    raw = capture(CaptureConfig(**CAPTURES[name]))
+@pytest.mark.parametrize("name", sorted(CAPTURES))
+def test_a_fresh_capture_replays_and_ends_like_the_shipped_log(name):
+    shipped_path = RAW / f"{name}.raw.json"
+    if not shipped_path.exists():
+        pytest.skip(f"no shipped raw log {shipped_path.name}")
+    shipped = json.loads(shipped_path.read_text())
+    cap = CAPTURES[name]
+    assert plan(cap).cuda == (RAW / f"{name}.cu").read_text()
+    raw = capture(cap)
     assert raw["records"], raw.get("error")
-    doc = build_trace(name, raw)
-    kinds = {d["kind"] for d in doc["diagnostics"]}
-    expect = OUTCOMES[name]
-    if expect == "clean":
-        assert doc["status"] == shipped["status"] == "done"
-        assert kinds == set(), doc["diagnostics"][:3]
-        assert doc["source"]["ctas"].get("tiles_read_wrong", 0) == 0
-    elif expect == "deadlock":
-        assert doc["status"] == shipped["status"] == "deadlock"
-        assert doc["source"]["ctas"]["timed_out"] >= doc["source"]["ctas"]["launched"] // 2
-    elif expect == "wrong_reads":
-        # A race: CTA 0 may read stale words or lose the race into a deadlock; over all CTAs,
-        # some tiles are read wrong every time.
-        assert doc["source"]["ctas"]["tiles_read_wrong"] > 0
-    elif expect == "fence_flagged":
-        assert doc["status"] == shipped["status"] == "done"
-        assert "proxy_fence_missing" in kinds
-    else:
-        assert doc["status"] == shipped["status"]
-    assert doc["source"]["conformance"]["divergences"] == 0
+    if raw.get("error") and cap.log_ctas > 1:
+        raw = keep_trapping_cta(raw)
+    report = conformance(raw)
+    assert report["matches"], report["first_divergence"]
+    if name not in RACES:
+        assert report["status"] == conformance(shipped)["status"]
 
 
-def test_the_event_log_survives_a_kernel_that_traps_or_times_out():
-    raw = capture(CaptureConfig(**CAPTURES["double_buffer_tma_forget_producer_phase_toggle"]))
-    assert raw["records"], "events logged before the kernel ended must reach the host"
-    doc = build_trace("producer_bug", raw)
-    assert doc["status"] in ("hardware_trap", "deadlock", "done")
-
-
-def test_a_small_bandwidth_sweep_is_correct_and_reports_memcpy():
-    doc = bandwidth(total_bytes=256 << 20, stages=[1, 4], tile_kib=[32], repeats=2)
-    assert doc["memcpy"]["gbps"] > 0
-    rows = [r for r in doc["results"] if r["fits"]]
-    assert rows and all(r["correct"] for r in rows)
-    four = max(r["gbps"] for r in rows if r["stages"] == 4)
-    one = max(r["gbps"] for r in rows if r["stages"] == 1)
-    assert four > one
+def test_the_generated_ring_runs_as_fast_as_the_hand_written_one():
+    doc = bandwidth(total_bytes=512 << 20, stages=[2, 4], tile_kib=[32], repeats=3)
+    reference = [r for r in doc["results"] if r["fits"]]
+    generated = [r for r in doc["generated"]["results"] if r["fits"]]
+    assert reference and all(r["correct"] for r in reference)
+    assert generated and all(r["correct"] for r in generated)
+    # a loose bound (one timing run); the shipped traces/bandwidth.json has the figures
+    assert doc["generated"]["best"]["gbps"] > 0.8 * doc["best"]["gbps"]

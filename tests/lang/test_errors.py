@@ -89,9 +89,9 @@ def test_a_bad_parameter_default_and_sizes_past_the_limits():
         RING.replace("param stages      = 2 ", "param stages      = 20 ")).message
     with pytest.raises(ParamError) as info:
         pipeline = load(RING)
-        values = resolve_params(pipeline, {"chunk_bytes": 16})
+        values = resolve_params(pipeline, {"tile_bytes": 8192, "chunk_bytes": 16})
         instantiate(pipeline, tuple(sorted(values.items())))
-    assert info.value.field == "chunk_bytes" and "at most 64 chunks" in info.value.message
+    assert info.value.field == "chunk_bytes" and "at most 256 chunks" in info.value.message
     text = RING.replace("agent consumer[consumers]", "agent consumer[consumers * 8]")
     err = error_of(text.replace("in 1..4 ", "in 1..4 ").replace("consumers   = 1 ",
                                                                "consumers   = 4 "))

@@ -14,6 +14,9 @@ typedef long long i64;
 #define RECORD_WORDS 8
 #define STAGE_RECORDS 32
 #define SUMMARY_WORDS 4
+#define LOGGING 1      // 0: the log is compiled out (a bandwidth build)
+#define CLUSTER 1      // CTAs of a cluster
+#define AGENTS_PER_CTA 2
 
 // Record kinds (log word 2, bits 0..7): docs/gpu-capture.md, "Generated kernels".
 #define K_START 1
@@ -49,6 +52,15 @@ __device__ __forceinline__ u64 globaltimer_now() {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
     return t;
+}
+
+// The clock of a logged line: none when the log is compiled out.
+__device__ __forceinline__ u64 stamp() {
+#if LOGGING
+    return clock_now();
+#else
+    return 0;
+#endif
 }
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
@@ -147,6 +159,42 @@ __device__ __forceinline__ u32 mbar_test_wait_token(u32 bar, u64 state) {
     return ok;
 }
 
+// A barrier of another CTA of the cluster (`mapa`): the same shared::cta offset in CTA `rank`,
+// as a shared::cluster address. A remote arrive returns no state (PTX: the sink `_`).
+__device__ __forceinline__ u32 mapa_u32(u32 addr, u32 rank) {
+    u32 out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(rank));
+    return out;
+}
+
+__device__ __forceinline__ void mbar_arrive_cluster(u32 addr, u32) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];"
+                 :: "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_cluster_n(u32 addr, u32 count) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;"
+                 :: "r"(addr), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx_cluster_n(u32 addr, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], %1;"
+                 :: "r"(addr), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Every thread of every CTA of the cluster: the barriers are initialized before any remote
+// arrive, and no CTA exits while a peer may still write its shared memory.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 __device__ __forceinline__ void mbar_inval(u32 bar) {
     asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
 }
@@ -182,6 +230,15 @@ __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u
                  :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 
+// One load into the same shared::cta offset of every CTA in `mask`, each completing tx on its
+// own barrier at `bar`'s offset.
+__device__ __forceinline__ void bulk_load_multicast(u32 dst, const void* src, u32 bytes, u32 bar,
+                                                    unsigned short mask) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1], %2, [%3], %4;"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "h"(mask) : "memory");
+}
+
 __device__ __forceinline__ void bulk_store(void* dst, u32 src, u32 bytes) {
     asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
                  :: "l"(dst), "r"(src), "r"(bytes) : "memory");
@@ -215,7 +272,7 @@ __device__ __forceinline__ void st_host(u64* p, u64 a, u64 b) {
 }
 
 __device__ __noinline__ void log_flush(Log& l) {
-    if (l.region == 0) return;
+    if (!LOGGING || l.region == 0) return;
     for (u32 k = 0; k < l.staged; k++) {
         const u64* r = l.staging + (u64)k * RECORD_WORDS;
         if (l.n < l.cap) {
@@ -236,7 +293,7 @@ __device__ __noinline__ void log_flush(Log& l) {
 __device__ __forceinline__ void log_put(Log& l, u64 pre, u64 post, u32 kind, u32 agent,
                                         u32 node, u32 detail, u64 a, u64 b, u64 c, u64 d,
                                         u64 e) {
-    if (l.region == 0) return;
+    if (!LOGGING || l.region == 0) return;
     u64* r = l.staging + (u64)l.staged * RECORD_WORDS;
     r[0] = pre | 1ull;
     r[1] = post;
@@ -298,10 +355,13 @@ __device__ __forceinline__ void write_tile(u32* p, u32 words, u32 tile, u32 cta_
 // Every agent shares this view of the CTA.
 struct Ctx {
     unsigned char* smem;
-    unsigned char* gmem;     // this CTA's slice of global memory: every tensor
-    u32 cta_base;            // tile number of this CTA's first tile (tags)
+    unsigned char* gmem;     // this unit's slice of global memory (a cluster shares one)
+    u32 cta_base;            // tile number of this unit's first tile (tags)
     u64 deadline;
     u32 lane;
+    u32 unit;                // the cluster's number (the CTA's, without a cluster)
+    u32 rank;                // this CTA's rank in its cluster
+    u64 sync[4];             // %clock64 as each of four cluster barriers released (0: no cluster)
 };
 
 // ------------------------------------------------------------------ layout
@@ -320,6 +380,7 @@ struct Ctx {
 #define TILES_PER_CTA 16u
 #define STAGING_OFFSET 8320u
 
+// Barrier b (the engine's number, over every CTA of the cluster) in its own CTA's shared memory.
 __device__ __forceinline__ u32 bar_addr(const Ctx& c, u32 b) {
     return smem_u32(c.smem) + 8 * b;
 }
@@ -360,7 +421,8 @@ __device__ __noinline__ void agent_0(Ctx& c, Log& L, u32* summary) {
     u32 lines = 0, bad_reads = 0, status = 0;
     u64 err_code = 0;
     i64 err_value = 0;
-    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, 0, 0, 0, 0, 0, 0, 0, 0);
+    // the start record: the CTA's rank, and its clocks at the cluster barriers
+    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, 0, 0, c.rank, c.sync[0], c.sync[1], c.sync[2], c.sync[3], 0);
 
     r_k = 0;
 n1:
@@ -376,9 +438,9 @@ n1:
         if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);
         u64 pre = 0, post = 0;
         if (c.lane == 0) {
-            pre = clock_now();
+            pre = stamp();
             token = mbar_arrive_expect_tx(bar_addr(c, b), v);
-            post = clock_now();
+            post = stamp();
         }
         __syncwarp();
         if (c.lane == 0) log_put(L, pre, post, K_ARRIVE_EXPECT_TX, 0, NODE, 0, b, v, token, mbar_pending_count(token), 0);
@@ -405,9 +467,9 @@ n1:
         }
         u64 pre = 0, post = 0;
         if (c.lane == 0) {
-            pre = clock_now();
+            pre = stamp();
             bulk_load(smem_u32(stage_ptr(c, s)) + (u32)off, tile_ptr(c, t) + off, (u32)bytes, bar_addr(c, b));
-            post = clock_now();
+            post = stamp();
         }
         __syncwarp();
         if (c.lane == 0) log_put(L, pre, post, K_LOAD, 0, NODE, 0, b, s, t_id, (u64)bytes, (u64)off);
@@ -433,7 +495,7 @@ end:
         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
         log_put(L, clock_now(), globaltimer_now(), K_END, 0, 0, status, lines, bad_reads, 0, 0, 0);
         log_flush(L);
-        volatile u32* sm = summary + (blockIdx.x * 2 + 0) * SUMMARY_WORDS;
+        volatile u32* sm = summary + (c.unit * 2 + 0) * SUMMARY_WORDS;
         sm[0] = lines; sm[1] = bad_reads; sm[2] = status; sm[3] = 1;
     }
 }
@@ -447,7 +509,8 @@ __device__ __noinline__ void agent_1(Ctx& c, Log& L, u32* summary) {
     u32 lines = 0, bad_reads = 0, status = 0;
     u64 err_code = 0;
     i64 err_value = 0;
-    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, 1, 0, 0, 0, 0, 0, 0, 0);
+    // the start record: the CTA's rank, and its clocks at the cluster barriers
+    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, 1, 0, c.rank, c.sync[0], c.sync[1], c.sync[2], c.sync[3], 0);
 
     r_k = 0;
 n1:
@@ -461,11 +524,11 @@ n1:
         const i64 parity = r_pipe_state_phase;
         if (parity != 0 && parity != 1) { err_code = 2; err_value = parity; goto error; }
         u32 tries = 1;
-        const u64 pre = clock_now();
+        const u64 pre = stamp();
         // every lane waits (each gets the acquire); the warp agrees on the answer
         u32 ok = bounded_wait_parity(bar_addr(c, b), (u32)parity, c.deadline, &tries);
         ok = __all_sync(FULL_MASK, ok);
-        const u64 post = clock_now();
+        const u64 post = stamp();
         if (c.lane == 0) log_put(L, pre, post, K_WAIT_PARITY, 1, NODE, 0, b, (u64)parity, ok, tries, 1);
         if (!ok) goto timed_out;
         lines++;
@@ -481,9 +544,9 @@ n1:
         const u32 t_k = 0 + (u32)t_k_i;
         const u32 t = 0 + (t_k - 0);  // tile number (tags)
         const u32 t_id = t_k;  // the engine's tile id
-        const u64 pre = clock_now();
+        const u64 pre = stamp();
         const Check k = check_tile((const u32*)stage_ptr(c, s), stage_bytes(s) / 4, chunk_bytes(s) / 4, t, 0, c.cta_base);
-        const u64 post = clock_now();
+        const u64 post = stamp();
         if (k.bad) bad_reads++;
         if (c.lane == 0) log_put(L, pre, post, K_LD_SHARED, 1, NODE, k.bad, s, t_id, k.ok, k.stale, k.never);
         lines++;
@@ -506,9 +569,9 @@ n1:
         }
         u64 pre = 0, post = 0;
         if (c.lane == 0) {
-            pre = clock_now();
+            pre = stamp();
             bulk_store(tile_ptr(c, t) + off, smem_u32(stage_ptr(c, s)) + (u32)off, (u32)bytes);
-            post = clock_now();
+            post = stamp();
         }
         __syncwarp();
         if (c.lane == 0) log_put(L, pre, post, K_STORE, 1, NODE, 0, t_id, s, (u64)bytes, (u64)off, 0);
@@ -519,9 +582,9 @@ n1:
         const u32 NODE = 5;
         u64 pre = 0, post = 0;
         if (c.lane == 0) {
-            pre = clock_now();
+            pre = stamp();
             bulk_commit();
-            post = clock_now();
+            post = stamp();
         }
         __syncwarp();
         if (c.lane == 0) log_put(L, pre, post, K_COMMIT_GROUP, 1, NODE, 0, 0, 0, 0, 0, 0);
@@ -533,9 +596,9 @@ n1:
         const u32 groups = 0;
         u64 pre = 0, post = 0;
         if (c.lane == 0) {
-            pre = clock_now();
+            pre = stamp();
             asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-            post = clock_now();
+            post = stamp();
         }
         __syncwarp();
         if (c.lane == 0) log_put(L, pre, post, K_WAIT_GROUP, 1, NODE, 0, groups, 1, 0, 0, 0);
@@ -552,9 +615,9 @@ n1:
         if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);
         u64 pre = 0, post = 0;
         if (c.lane == 0) {
-            pre = clock_now();
+            pre = stamp();
             token = mbar_arrive(bar_addr(c, b), v);
-            post = clock_now();
+            post = stamp();
         }
         __syncwarp();
         if (c.lane == 0) log_put(L, pre, post, K_ARRIVE, 1, NODE, 0, b, v, token, mbar_pending_count(token), 0);
@@ -583,21 +646,25 @@ end:
         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
         log_put(L, clock_now(), globaltimer_now(), K_END, 1, 0, status, lines, bad_reads, 0, 0, 0);
         log_flush(L);
-        volatile u32* sm = summary + (blockIdx.x * 2 + 1) * SUMMARY_WORDS;
+        volatile u32* sm = summary + (c.unit * 2 + 1) * SUMMARY_WORDS;
         sm[0] = lines; sm[1] = bad_reads; sm[2] = status; sm[3] = 1;
     }
 }
 
 // ------------------------------------------------------------------ the kernel
 
-// One CTA runs the whole pipeline on its own slice of global memory (`gmem`, filled by the host
-// with tagged words); the first `log_ctas` CTAs log every line into `log` (mapped host memory,
-// `log_cap` records per agent); every CTA writes a summary per agent.
-extern "C" __global__ void __launch_bounds__(32 * 2, 1) pipeline_kernel(
+// One unit (a CTA, or a cluster of CLUSTER CTAs launched with cuLaunchKernelEx) runs the whole
+// pipeline on its own slice of global memory (`gmem`, filled by the host with tagged words); the
+// first `log_ctas` units log every line into `log` (mapped host memory, `log_cap` records per
+// agent); every unit writes a summary per agent.
+extern "C" __global__ void __launch_bounds__(32 * AGENTS_PER_CTA, 1) pipeline_kernel(
         unsigned char* gmem, u64* log, u32* summary, u32 log_ctas, u32 log_cap, u64 deadline,
         u32 flush_every, u32 flush_before_arrive) {
     extern __shared__ __align__(128) unsigned char smem[];
     const u32 warp = threadIdx.x / 32;
+    Ctx c;
+    c.rank = CLUSTER > 1 ? cluster_rank() : 0;
+    c.unit = blockIdx.x / CLUSTER;
 
     // Every stage starts as poison, so a read can tell a word that never landed.
     for (u32 i = threadIdx.x; i < (STAGING_OFFSET - 128u) / 4; i += blockDim.x)
@@ -611,28 +678,35 @@ extern "C" __global__ void __launch_bounds__(32 * 2, 1) pipeline_kernel(
         mbar_init_fence();
     }
     __syncthreads();
+    for (u32 i = 0; i < 4; i++) {
+        // the clocks of different SMs differ: the replay aligns them where these barriers
+        // released every CTA of the cluster together
+        if (CLUSTER > 1) cluster_sync();
+        c.sync[i] = CLUSTER > 1 ? clock_now() : 0;
+    }
 
-    Ctx c;
     c.smem = smem;
-    c.gmem = gmem + (u64)blockIdx.x * GMEM_CTA_BYTES;
-    c.cta_base = blockIdx.x * TILES_PER_CTA;
+    c.gmem = gmem + (u64)c.unit * GMEM_CTA_BYTES;
+    c.cta_base = c.unit * TILES_PER_CTA;
     c.deadline = deadline;
     c.lane = threadIdx.x & 31;
+    const u32 slot = c.rank * AGENTS_PER_CTA + warp;
     Log L;
-    L.region = blockIdx.x < log_ctas
-        ? log + ((u64)(blockIdx.x * N_AGENTS + warp) * log_cap) * RECORD_WORDS : (u64*)0;
+    L.region = c.unit < log_ctas
+        ? log + ((u64)(c.unit * N_AGENTS + slot) * log_cap) * RECORD_WORDS : (u64*)0;
     L.staging = (u64*)(smem + STAGING_OFFSET) + (u64)warp * STAGE_RECORDS * RECORD_WORDS;
     L.cap = log_cap;
     L.n = 0;
     L.staged = 0;
     L.flush_every = flush_every < 1 ? 1 : flush_every;
     L.flush_before_arrive = flush_before_arrive;
-    switch (warp) {
+    switch (slot) {
     case 0: agent_0(c, L, summary); break;
     case 1: agent_1(c, L, summary); break;
     default: break;
     }
     // No warp leaves before every agent is done, so no copy lands in freed shared memory.
     __syncthreads();
+    if (CLUSTER > 1) cluster_sync();
 }
 
