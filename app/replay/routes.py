@@ -118,7 +118,8 @@ def get_conformance(replay_id: str) -> dict:
     return _replay(replay_id)["source"]["conformance"]
 
 
-@router.get("/{replay_id}/kernel", response_class=Response, responses=errors(404, 413))
+@router.get("/{replay_id}/kernel", response_class=Response,
+            responses=errors(404, 413, ok_body="the kernel's CUDA source", ok_type="text"))
 def get_kernel(replay_id: str) -> Response:
     """The CUDA source of the kernel that ran (generated from the pipeline), as text."""
     if not _known(replay_id):
