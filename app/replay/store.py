@@ -320,16 +320,20 @@ def _trace_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if p.stem not in NOT_TRACES)
 
 
-def read_trace_file(path: Path) -> dict:
-    """Read and validate one trace file, refusing oversized or malformed ones."""
+def _read_json(path: Path):
+    """A JSON file of at most MAX_BYTES, or a ReplayError naming the file."""
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise ReplayError("file", f"{path.name} is {size} bytes; the limit is {MAX_BYTES}", 413)
     try:
-        doc = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReplayError("file", f"{path.name} is not valid JSON ({exc})") from exc
-    return validate_trace(doc)
+
+
+def read_trace_file(path: Path) -> dict:
+    """Read and validate one trace file, refusing oversized or malformed ones."""
+    return validate_trace(_read_json(path))
 
 
 def summary(replay_id: str, doc: dict) -> dict:
@@ -411,14 +415,7 @@ def load_probes(directory: Path | None = None) -> dict:
     path = (directory or traces_dir()) / "probes.json"
     if not path.is_file():
         raise ReplayError("probes", "no tx-count probes shipped", 404)
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise ReplayError("file", f"{path.name} is {size} bytes; the limit is {MAX_BYTES}", 413)
-    try:
-        doc = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReplayError("file", f"{path.name} is not valid JSON ({exc})") from exc
-    return validate_probes(doc)
+    return validate_probes(_read_json(path))
 
 
 def load_bandwidth(directory: Path | None = None) -> dict:

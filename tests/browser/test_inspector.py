@@ -452,12 +452,14 @@ def test_missing_probes_degrade_gracefully(page):
 def test_a_pipeline_that_is_not_a_builtin_replays_beside_its_simulation(page):
     page.goto("/replays/release_behind")
     expect(page.locator("#replay-source")).to_contain_text("a pipeline of its own")
-    right = page.locator('[data-run="right"]')
-    expect(right.locator(".timeline svg")).to_be_visible()
+    verdict = page.locator("#divergence")
+    expect(verdict).to_have_attribute("data-conformance", "passes")
+    expect(verdict).not_to_contain_text("could not run")
+    simulated = page.locator('[data-run="right"]')
     page.keyboard.press("End")
-    expect(right.locator(".now-line")).not_to_contain_text("Step 0 ")
-    expect(page.locator("#divergence")).to_have_attribute("data-conformance", "passes")
-    expect(page.locator("#divergence")).not_to_contain_text("could not run")
+    expect(simulated.locator('.lane[data-agent="consumer"]')).to_be_visible()
+    expect(simulated.locator(".now-line")).not_to_contain_text("Step 0 ")
+    expect(simulated.locator(".timeline svg")).to_be_visible()
 
 
 def test_missing_replay_degrades_gracefully(page):
