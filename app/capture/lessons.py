@@ -216,7 +216,7 @@ def _verdict(doc: dict, difference: str | None) -> str:
                 f"{_plural(c['observations_checked'], 'observation')} ({', '.join(extra)}).")
     first = c["first_divergence"]
     return (f"Replayed in the GPU's order, the engine disagrees at step {first['step']}: "
-            f"{first['why']}. {difference}")
+            f"{first['why']}. {difference or ''}").rstrip()
 
 
 def lesson(doc: dict, difference: str | None = None) -> str:

@@ -41,6 +41,12 @@ def test_a_diverging_log_ships_with_its_sentence_in_the_lesson(monkeypatch):
     assert f"disagrees at step {c['first_divergence']['step']}" in doc["source"]["lesson"]
 
 
+def test_a_one_off_capture_may_diverge_without_a_sentence():
+    doc = ship.build(_diverging(), strict=False)
+    assert doc["source"]["conformance"]["matches"] is False
+    assert "disagrees at step" in doc["source"]["lesson"]
+
+
 def test_a_log_that_is_not_format_2_is_refused():
     with pytest.raises(ship.ShipError, match="format v2"):
         ship.build({"format": "mbarrier-inspector/raw-gpu-log", "version": 1, "name": "x"})
