@@ -60,11 +60,13 @@ fuzz: install-test
 	MBI_FUZZ_EXAMPLES=$${MBI_FUZZ_EXAMPLES:-650} MBI_FUZZ_MIN_REQUESTS=10000 \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/api/test_schemathesis.py
 
-# Reruns every shipped GPU trace; needs a Hopper GPU and CuPy in $(PYTHON) (not in .venv).
-# `$(PYTHON) -m app.capture.make_all --decode-only` rebuilds them from traces/raw/ without a GPU.
+# Recaptures every generated kernel, ships the replays, measures the tx-count probes; needs a
+# Hopper GPU and CuPy in $(PYTHON) (not in .venv). `python -m app.capture.ship` alone rebuilds
+# traces/*.json from traces/raw/ without a GPU.
 capture:
-	PYTHONPATH=. $(PYTHON) -m app.capture.make_all
-	PYTHONPATH=. $(PYTHON) -m app.capture.probes --out traces/probes.json
+	PYTHONPATH=. $(PYTHON) -m app.capture.gen_capture --out traces/raw && \
+	  PYTHONPATH=. $(PYTHON) -m app.capture.ship && \
+	  PYTHONPATH=. $(PYTHON) -m app.capture.probes --out traces/probes.json
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache test-artifacts

@@ -34,10 +34,11 @@ WHY = {
 def errors(*codes: int, ok: int = 200, ok_body: str = "the answer",
            ok_type: str = "json") -> dict[int | str, dict[str, Any]]:
     """`responses=` for a route: the success (`ok`) and each error code with its body."""
-    media = "text/event-stream" if ok_type == "sse" else "application/json"
+    media = {"sse": "text/event-stream", "text": "text/plain"}.get(ok_type, "application/json")
     schema = ({"type": "object", "properties": {k: {"type": "string"} for k in
                                                ("event", "data", "id", "retry")}}
-              if ok_type == "sse" else {"type": "object"})
+              if ok_type == "sse" else {"type": "string"} if ok_type == "text"
+              else {"type": "object"})
     out: dict[int | str, dict[str, Any]] = {
         ok: {"description": ok_body, "content": {media: {"schema": schema}}}}
     for code in codes:

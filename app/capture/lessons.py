@@ -1,149 +1,227 @@
-"""The lesson text shipped with each GPU trace: what it shows, in figures read off the trace.
+"""The title and lesson shipped with each GPU replay, written from the replay's own figures.
 
-Each text is written from the decoded trace (its status, diagnostics, `source.ctas` and
-`source.figures`), so a regenerated trace explains itself with its own numbers; `make_all` stores
-it as `source.lesson`. A trace whose conformance found divergences says why here.
+A lesson is one paragraph: what the pipeline is (the scenario's summary or the pipeline text's
+leading comment, and each bug toggle's own description), how CTA 0 ended on the GPU, what the
+engine's diagnostics point at, what the whole launch reported (`source.ctas`) and the verdict of
+the replay in the GPU's order. Rules read the figures, not the replay's name, so a new capture
+explains itself; `app.capture.ship` stores the text as `source.lesson`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 
-def _kinds(doc: dict, kind: str) -> list[dict]:
-    return [d for d in doc["diagnostics"] if d["kind"] == kind]
+from app.lang.compiler import load
+from app.scenarios import catalogue
 
-
-def _span_us(doc: dict) -> str:
-    span = doc["source"].get("logged_span_ns") or 0
-    return f"{span / 1000:.1f} us"
+PARAM_WORDS = (("stages", "stage"), ("tiles", "tile"), ("consumers", "consumer"))
 
 
-def _ctas(doc: dict) -> str:
-    ctas = doc["source"].get("ctas", {})
-    launched = ctas.get("launched", 1)
-    if launched <= 1:
-        return ""
-    parts = [f"{launched} CTAs ran the same code (CTA 0 is shown)"]
-    if doc["scenario"]["id"] == "proxy_fence_store":
-        tiles = launched * doc["scenario"]["params"]["tiles"]
-        parts.append(f"{ctas.get('dst_tiles_wrong', 0)} of {tiles} tiles came out wrong in "
-                     f"global memory")
-    elif "tiles_read" in ctas:
-        parts.append(f"{ctas['tiles_read_wrong']} of {ctas['tiles_read']} tiles were read wrong "
-                     f"in {ctas['ctas_with_wrong_reads']} CTAs")
-        parts.append(f"{ctas['timed_out']} CTAs gave up waiting")
-    return " Over the whole launch: " + "; ".join(parts) + "."
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def _wrong(doc: dict) -> tuple[int, int]:
-    f = doc["source"]["figures"]
-    return f["tiles_read_wrong"], f["tiles_read"]
+def _leading_comment(source: str) -> str:
+    lines = []
+    for line in source.splitlines():
+        if not line.startswith("//"):
+            break
+        lines.append(line[2:].strip())
+    return " ".join(lines)
 
 
-def _divergences(doc: dict) -> str:
-    found = _kinds(doc, "divergence")
-    if not found:
-        return ""
-    return (f" Conformance: {len(found)} observation(s) the barrier model cannot explain (see the "
-            f"divergence diagnostics); they are what PTX leaves undefined, and the hardware chose.")
+def _first_sentence(text: str) -> str:
+    head, dot, _ = text.partition(". ")
+    return head.rstrip(".") if dot or text.endswith(".") else text
 
 
-def lesson(name: str, doc: dict) -> str:
-    """A short paragraph for the trace `name` (a key of make_all.CAPTURES)."""
-    status = doc["status"]
-    params = doc["scenario"]["params"]
-    stages = params.get("stages", 1)
-    wrong, read = _wrong(doc)
-    stale_waits = len(_kinds(doc, "stale_wait"))
-    base = f"Captured on an {doc['source'].get('device', 'NVIDIA GPU')}. "
-    if name == "single_barrier":
-        text = (f"One warp drives one mbarrier by hand for {params['tiles']} tiles: "
-                f"arrive.expect_tx, {params['tile_bytes'] // params['chunk_bytes']} bulk copies "
-                f"of {params['chunk_bytes']} bytes, try_wait.parity with the phase bit flipped "
-                f"every tile. Every arrive token and every wait agrees with the model; all "
-                f"{read} tiles read correct in {_span_us(doc)}.")
-    elif name == "single_barrier_forget_phase_toggle":
-        text = (f"The same warp never flips its phase bit. On every odd tile the barrier is still "
-                f"in the phase of that tile, whose parity is 1, so try_wait.parity 0 returns at "
-                f"once: {stale_waits} stale waits, each about 60 ns. The copy was still landing: "
-                f"{wrong} of those {stale_waits} tiles were read with words of the previous tile "
-                f"(the partial_read diagnostics name them); the others won the race by luck.")
-    elif name.startswith("double_buffer_tma_") and name.endswith("stage") and "toggle" not in name:
-        text = (f"The producer/consumer ring with {stages} stage{'s' if stages > 1 else ''}: "
-                f"producer_acquire, arrive.expect_tx and the chunked bulk load; consumer_wait, "
-                f"the read, a bulk store, wait_group.read, consumer_release. {read} tiles, none "
-                f"read wrong, in {_span_us(doc)}; every token and wait agrees with the model."
-                f"{_ctas(doc)}")
-    elif name == "double_buffer_tma_2consumers":
-        text = (f"Two consumer warps share each stage; empty_barrier expects 2 arrivals, and each "
-                f"token shows the arrival count going 2 -> 1 -> 0. {read} tile reads, none "
-                f"wrong.{_ctas(doc)}")
-    elif name == "double_buffer_tma_forget_phase_toggle_stale":
-        text = (f"The phase bug with 1 stage: the consumer waits parity 0 on every tile. Each odd "
-                f"tile's wait returns at once on the previous tile's completed phase, "
-                f"{stale_waits} stale waits; {wrong} of {read} tiles were read with words of the "
-                f"previous tile because the copy was still landing. Nothing hangs: the even "
-                f"tiles' waits line up with the barrier again.{_ctas(doc)}")
-    elif name.startswith("double_buffer_tma_forget_phase_toggle"):
-        text = (f"The phase bug with {stages} stages: the first {stages} tiles are fine, then the "
-                f"consumer comes back to full_barrier[0] with parity 0 after the next copy has "
-                f"already landed, so the barrier is in a new phase of parity 0 that nobody will "
-                f"complete: the consumer waits for ever, the producer waits for its release, and "
-                f"the bounded waits end the kernel ({status}).{_ctas(doc)}")
-    elif name == "double_buffer_tma_forget_producer_phase_toggle_1stage":
-        text = ("The producer bug with 1 stage: the producer's wait for tile 1 passes at once "
-                "(empty_barrier still has parity 0) and its arrive.expect_tx reaches "
-                "full_barrier[0] while tile 0's copy is still landing: a second arrive in one "
-                "phase, and the GPU traps within the first microseconds. The hardware_trap "
-                "diagnostic says which operation the model points at.")
-    elif name.startswith("double_buffer_tma_forget_producer_phase_toggle"):
-        text = (f"The producer always waits parity 1 on empty_barrier, so whenever the consumer "
-                f"has not released a stage yet (parity still 0) its wait passes at once "
-                f"({stale_waits} stale waits): it loads over tiles still in use (overwrite) and "
-                f"arrives again on a full_barrier whose copy has not landed, a second "
-                f"arrive.expect_tx in one phase. Hopper traps on that: the kernel ended with "
-                f"{doc['source'].get('error', {}) and doc['source']['error'].get('name')}, and "
-                f"the log in mapped host memory kept every event before it.{_ctas(doc)}")
-    elif name == "double_buffer_tma_producer_skips_empty_wait":
-        text = ("The producer never waits on empty_barrier: its second arrive.expect_tx reaches "
-                "full_barrier[0] before the first copy landed, and the GPU traps at once.")
-    elif name == "double_buffer_tma_consumer_skips_release":
-        text = (f"The consumer never arrives on empty_barrier: after {stages} tiles the producer "
-                f"waits for a release that never comes, the consumer for a tile never loaded, and "
-                f"the bounded waits end the kernel (deadlock).")
-    elif name == "double_buffer_tma_wrong_arrival_count":
-        overwrites = len(_kinds(doc, "overwrite"))
-        slipped = (f" The producer slipped in between two releases {overwrites} time(s) and "
-                   f"loaded over a tile still in use." if overwrites else "")
-        reordered = doc["source"]["figures"]["reordered"]
-        close = (f" The consumers' arrives and the producer's wait came within a few hundred "
-                 f"cycles of each other; the replay put {reordered} of them in the order their "
-                 f"tokens and wait results prove." if reordered else "")
-        text = (f"empty_barrier is initialized with count 1 but two consumers arrive: each "
-                f"arrival completes a phase on its own (every token shows 1 arrival pending), so "
-                f"one tile's releases move the barrier two phases, back to the parity the "
-                f"producer waits on, and it waits for ever ({status}).{slipped}{close}"
-                f"{_ctas(doc)}")
-    elif name == "double_buffer_tma_expect_tx_long":
-        text = ("arrive.expect_tx announces one chunk more than the copy delivers: the phase "
-                "waits for bytes that never come, and the consumer's first wait gives up "
-                "(deadlock).")
-    elif name == "double_buffer_tma_expect_tx_short":
-        text = ("arrive.expect_tx announces one chunk less than the copy delivers. The model says "
-                "the phase completes after three chunks and the fourth counts toward the next "
-                "phase (tx-count -1024); on this run the H200 never completed the phase at all, "
-                "and the consumer gave up. PTX leaves bytes beyond the expected count "
-                "undefined; on an earlier run the same kernel completed normally.")
-    elif name == "proxy_fence_store":
-        text = (f"A warp writes each tile with st.shared, runs fence.proxy.async.shared::cta, and "
-                f"a bulk store copies it out; {stages} buffers rotate through "
-                f"wait_group.read {stages - 1}. Every tile arrives intact.{_ctas(doc)}")
-    elif name == "proxy_fence_store_missing_proxy_fence":
-        bad = doc["source"]["ctas"].get("dst_tiles_wrong", 0)
-        total = doc["source"]["ctas"]["launched"] * params["tiles"]
-        text = (f"The same without fence.proxy.async: PTX lets the bulk store (async proxy) read "
-                f"the bytes from before the threads' writes, and every store is flagged. On "
-                f"this run {bad} of {total} tiles came out wrong in global memory: the race is "
-                f"real but rarely lost on an H200, which is why the fence is easy to forget.")
+def describe(doc: dict) -> str:
+    """What the pipeline is, in one sentence."""
+    scenario_id = doc["scenario"].get("id")
+    builtins = catalogue()
+    if scenario_id in builtins:
+        return builtins[scenario_id].summary.rstrip(".")
+    return _first_sentence(_leading_comment(doc["source"].get("pipeline") or ""))
+
+
+def title(doc: dict) -> str:
+    """The catalogue's line: the pipeline, its parameters and launch, its bugs."""
+    scenario_id = doc["scenario"].get("id")
+    builtins = catalogue()
+    if scenario_id in builtins:
+        name = builtins[scenario_id].title
     else:
-        text = f"{status} after {doc['total_steps']} steps."
-    return base + text + _divergences(doc)
+        name = _first_sentence(_leading_comment(doc["source"].get("pipeline") or ""))
+        name = name.split(":")[0].split(" (")[0] or "A pipeline of its own"
+    params = doc["scenario"]["params"]
+    shown = [_plural(params[k], word) for k, word in PARAM_WORDS if k in params]
+    launched = doc["source"]["ctas"]["launched"]
+    if launched > 1:
+        shown.append(f"{launched} CTAs")
+    shown = ", ".join(shown)
+    bugs = doc["scenario"]["bugs"]
+    return f"{name} ({shown}): {', '.join(bugs) if bugs else 'correct'}"
+
+
+def _bug_sentences(doc: dict) -> list[str]:
+    toggles = {t["name"]: t["description"] for t in load(doc["source"]["pipeline"]).toggles()}
+    return [f"With {bug}, {toggles.get(bug, 'a bug toggle is on')}."
+            for bug in doc["scenario"]["bugs"]]
+
+
+def _reads(doc: dict) -> tuple[int, int]:
+    reads = [o for o in doc["source"]["observed"] if o["what"].startswith("read ")]
+    wrong = [o for o in reads if o["gpu"] != "all chunks right"]
+    return len(wrong), len(reads)
+
+
+def _span_us(doc: dict) -> float:
+    times = [s["time_ns"] for s in doc["steps"]]
+    return (times[-1] - times[0]) / 1000 if times else 0.0
+
+
+def _outcome(doc: dict) -> str:
+    source = doc["source"]
+    conformance = source["conformance"]
+    gpu = conformance["status"]["gpu"]
+    device = source["device"].get("device", "GPU")
+    head = f"On the {device}, CTA {source.get('cta', 0)} logged " \
+           f"{_plural(conformance['gpu_records'], 'operation')} over {_span_us(doc):,.1f} us"
+    if gpu == "done":
+        head += " and every warp finished"
+    elif gpu == "deadlock":
+        head += (" until a bounded wait gave up after "
+                 f"{(source['launch'].get('deadline_cycles') or 0) / 1.98e3:,.0f} us "
+                 "(the kernel's view of a deadlock)")
+    elif gpu == "hardware_trap":
+        head += f"; then the launch trapped ({(source.get('error') or {}).get('name')})"
+    elif gpu == "undefined_behavior":
+        head += "; then a warp stopped on an operand out of range"
+    wrong, reads = _reads(doc)
+    if reads:
+        head += f"; {wrong} of its {_plural(reads, 'read')} found wrong words"
+    return head + "."
+
+
+def _notices(doc: dict) -> list[str]:
+    """What the student should notice, one sentence per kind of diagnostic the engine raised."""
+    source = doc["source"]
+    kinds = Counter(d["kind"] for d in doc["diagnostics"])
+    bugs = doc["scenario"]["bugs"]
+    ctas = source["ctas"]
+    wrong, _ = _reads(doc)
+    held = source["conformance"]["landings_held"]
+    out = []
+    if not kinds and doc["status"] == "done":
+        out.append("Every arrive token (its phase bit and pending count) and every wait "
+                   "result is what the engine predicts: the protocol working as written.")
+    if kinds["stale_wait"]:
+        out.append(f"Notice the {_plural(kinds['stale_wait'], 'wait')} that returned at once "
+                   "on a phase that had already completed (stale_wait): the parity named the "
+                   "wrong use of the barrier.")
+    torn = kinds["stale_read"] + kinds["partial_read"]
+    if torn and wrong:
+        out.append(f"The engine flags {_plural(torn, 'read')} of a stage whose tile had not "
+                   f"all landed (stale_read, partial_read), and the GPU's words agree: "
+                   f"{wrong} read{'s' if wrong != 1 else ''} in CTA 0 found another tile's "
+                   "words.")
+    elif torn:
+        out.append(f"The engine flags {_plural(torn, 'read')} of a stage whose tile had not "
+                   "all landed, yet on this run CTA 0's reads found the right words: the race "
+                   "was won, not avoided.")
+    if kinds["overwrite"] and not bugs and not ctas["reads_wrong"]:
+        out.append(f"The {_plural(kinds['overwrite'], 'overwrite')} are the engine's detector "
+                   "assuming every reader of a stage array reads every tile (docs/language.md); "
+                   "these readers split the tiles, and no read on any CTA found a wrong word.")
+    elif kinds["overwrite"]:
+        out.append(f"The producer refilled a stage a consumer had not released "
+                   f"{_plural(kinds['overwrite'], 'time')} (overwrite).")
+    if kinds["reuse_before_wait"]:
+        out.append(f"{_plural(kinds['reuse_before_wait'], 'arrive')} came in a phase that no "
+                   "wait had observed yet (reuse_before_wait): the barrier ran ahead of its "
+                   "waiters.")
+    if kinds["tx_mismatch"]:
+        text = "The announced bytes differ from the bytes the copies bring (tx_mismatch)"
+        if held:
+            text += ("; the phase never completed on the GPU, which the engine explains only by "
+                     f"applying landed bytes together so the count steps over zero "
+                     f"({_plural(held, 'landing')} held)")
+        elif doc["status"] == "deadlock":
+            text += ": the phase waits for bytes that never come"
+        out.append(text + ".")
+    if kinds["proxy_fence_missing"]:
+        stored = [o for o in source["observed"] if o["agent"] is None]
+        same = all(o["agrees"] for o in stored)
+        out.append(f"All {_plural(kinds['proxy_fence_missing'], 'store')} read shared memory "
+                   "that threads wrote with no fence.proxy.async (proxy_fence_missing)"
+                   + (", yet every tile CTA 0 stored came out as the engine's stores wrote "
+                      "it: the race is real and rarely lost, which is why the fence is easy to "
+                      "forget." if same and stored else "."))
+    if kinds["deadlock"] and doc["status"] == "deadlock":
+        out.append("The engine blocks where the GPU's wait gave up: no agent can move "
+                   "(deadlock).")
+    if "wrong_arrival_count" in bugs:
+        out.append("Notice the empty_barrier tokens: each consumer's arrive finds one arrival "
+                   "pending, so each completes a phase on its own and one tile's releases move "
+                   "the barrier two phases.")
+    if "forget_phase_toggle" in bugs and doc["status"] == "deadlock" and not kinds["stale_wait"]:
+        out.append("No wait returned early here: by the time the consumer came back to a stage "
+                   "the barrier had moved on to a new phase of parity 0, which nobody will "
+                   "complete, so the same bug that reads stale data with one stage hangs.")
+    if source["conformance"]["status"]["gpu"] == "hardware_trap":
+        out.append("Hopper traps on an arrive that finds no arrival pending (a second "
+                   "arrive.expect_tx in one phase), and a trap in any CTA ends them all.")
+    for note in source["conformance"]["notes"]:
+        if "trapped" in note:
+            out.append(f"The replay's note: {note}.")
+    reordered = source["conformance"]["reordered"]
+    if reordered:
+        out.append(f"{_plural(reordered, 'record')} logged within 1,000 cycles of another "
+                   f"warp's {'was' if reordered == 1 else 'were'} taken in the order the "
+                   "tokens and wait results prove.")
+    return out
+
+
+def _launch(doc: dict) -> str:
+    ctas = doc["source"]["ctas"]
+    if ctas["launched"] <= 1:
+        return ""
+    o = ctas["outcomes"]
+    parts = [f"{o['finished']} finished"]
+    if o["timed_out"]:
+        parts.append(f"{o['timed_out']} had a wait give up")
+    if o["operand_error"]:
+        parts.append(f"{o['operand_error']} stopped on an operand error")
+    if o["not_reported"]:
+        parts.append(f"{o['not_reported']} never reported (the trap ended them)")
+    text = f"Over all {ctas['launched']} CTAs: {', '.join(parts)}; "
+    text += (f"{ctas['reads_wrong']:,} reads found wrong words in "
+             f"{_plural(ctas['ctas_with_wrong_reads'], 'CTA')}" if ctas["reads_wrong"]
+             else "no read found a wrong word")
+    for name, s in ctas["stored"].items():
+        if s.get("elements"):
+            text += f"; {s['changed']:,} of {s['elements']:,} elements of {name} were written"
+    return text + "."
+
+
+def _verdict(doc: dict, difference: str | None) -> str:
+    c = doc["source"]["conformance"]
+    if c["matches"]:
+        extra = [_plural(c["landings_inferred"], "landing") + " inferred"]
+        if c["landings_held"]:
+            extra.append(f"{c['landings_held']} held")
+        if c["reordered"]:
+            extra.append(f"{c['reordered']} reordered")
+        return (f"Replayed in the GPU's order, the engine explains all "
+                f"{_plural(c['observations_checked'], 'observation')} ({', '.join(extra)}).")
+    first = c["first_divergence"]
+    return (f"Replayed in the GPU's order, the engine disagrees at step {first['step']}: "
+            f"{first['why']}. {difference or ''}").rstrip()
+
+
+def lesson(doc: dict, difference: str | None = None) -> str:
+    """One paragraph for a replay document that carries `source.ctas` and `source.pipeline`;
+    `difference` is the sentence that explains a replay whose conformance does not match."""
+    parts = [describe(doc) + ".", *_bug_sentences(doc), _outcome(doc), *_notices(doc),
+             _launch(doc), _verdict(doc, difference)]
+    return " ".join(p for p in parts if p)

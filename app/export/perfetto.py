@@ -11,10 +11,10 @@ completed phases); each diagnostic an instant event (`ph: "i"`) on its agent's t
 Time: a simulated step k lasts `SIM_STEP_US` (1 us) from (k-1) us, so the state after step k holds
 from k us. A GPU trace (`source.kind == "gpu"`) places step k at its `time_ns` (the %globaltimer
 clock, counted from `source.globaltimer_start_ns`) as a zero-length slice, and a wait as the
-`waited_ns` the kernel measured before it returned. Steps the log does not time (`tma` landings,
-bookkeeping lines) carry `args.reconstructed = true`; so do copies in flight, whose ends are
-landings. Counters, waits of simulated traces and work in flight come from snapshots: a trace
-fetched with `snapshots=false` exports steps and diagnostics only.
+`waited_ns` the kernel measured before it returned (where the log has it). Steps the log does not
+time (`tma` landings, which the replay infers) carry `args.reconstructed = true`; so do copies in
+flight, whose ends are landings. Counters, waits of simulated traces and work in flight come from
+snapshots: a trace fetched with `snapshots=false` exports steps and diagnostics only.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ class _Export:
         if self.clock.gpu:
             seen = self.observed.get(number)
             args["time_ns"] = step["time_ns"]
-            args["reconstructed"] = seen is None
+            args["reconstructed"] = agent in ENGINES
             if seen is not None:
                 args["observed"] = {k: v for k, v in seen.items() if k not in ("step", "agent")}
                 if "waited_ns" in seen:
@@ -296,7 +296,10 @@ def _metadata(doc: dict, tids: dict[str, int], lanes: dict[str, _Lanes]) -> list
     scenario = doc["scenario"]
     source = doc["source"]
     if source.get("kind") == "gpu":
-        title = f"{scenario['id']} on {source.get('device', 'a GPU')} (CTA 0)"
+        device = source.get("device") or {}
+        name = device.get("device") if isinstance(device, dict) else device
+        title = f"{scenario['id'] or source.get('id')} on {name or 'a GPU'} " \
+                f"(CTA {source.get('cta', 0)})"
     else:
         title = f"{scenario['id']} (simulation, 1 us = 1 step)"
     if scenario.get("bugs"):
@@ -332,8 +335,8 @@ def _other_data(doc: dict, clock: _Clock) -> dict:
         "total_steps": doc.get("total_steps"),
     }
     if clock.gpu:
-        out["time_base"] = ("ts is %globaltimer ns / 1000 since globaltimer_start_ns; "
-                            "args.reconstructed marks what the log does not time")
+        out["time_base"] = ("ts is the step's time_ns / 1000, the GPU clock since the log's "
+                            "first event; args.reconstructed marks what the log does not time")
         for key in ("device", "driver", "cuda", "captured_at", "globaltimer_start_ns",
                     "clock_ghz"):
             if key in source:

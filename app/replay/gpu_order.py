@@ -277,9 +277,13 @@ class GpuOrderReplay:
         self.stop_if_ended()
         return record
 
-    def observe(self, rec: GpuRecord, what: str, gpu, engine, ok: bool) -> None:
+    def observe(self, rec: GpuRecord, what: str, gpu, engine, ok: bool,
+                step: int | None = None) -> None:
+        """Record what the GPU saw beside what the engine says, at `step` (by default the step
+        just made); a disagreement is a divergence."""
         self.checked += 1
-        self.observations.append({"step": self.run.total_steps, "agent": rec.slot,
+        self.observations.append({"step": self.run.total_steps if step is None else step,
+                                  "agent": rec.slot,
                                   "node": rec.node, "what": what, "gpu": gpu,
                                   "engine": engine, "agrees": ok})
         if not ok:
@@ -312,12 +316,14 @@ class GpuOrderReplay:
         if ok:
             self.land_until(b, returns)
             self.observe(rec, f"waited on {bar}", "returned",
-                         "returned" if returns() else "blocked", returns())
+                         "returned" if returns() else "blocked", returns(),
+                         step=self.run.total_steps + 1)
             self.step_agent(a)
             return
         if not blocking:
             self.observe(rec, f"tested {bar}", "not complete",
-                         "complete" if returns() else "not complete", not returns())
+                         "complete" if returns() else "not complete", not returns(),
+                         step=self.run.total_steps + 1)
             self.step_agent(a)
             return
         # a bounded wait gave up: everything in flight to this barrier has long landed

@@ -1,7 +1,9 @@
-"""`GET /api/v1/replays...`: the GPU traces captured on real hardware, served like any trace.
+"""`GET /api/v1/replays...`: the GPU replays captured on real hardware, served like any trace.
 
 Thin handlers over `app.replay.store`. Files are read and validated once per change of the
-traces/ folder (keyed by modification times), and answers are JSON-encoded here in one pass.
+traces/ folder (keyed by modification times), and answers are JSON-encoded here in one pass. A
+replay's verdict is its own `source.conformance`, computed when it was shipped
+(`app.capture.ship`), not recomputed per request.
 """
 
 from __future__ import annotations
@@ -14,8 +16,15 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from app.api.encode import compact_json, json_response
 from app.api.responses import errors
 from app.export.perfetto import to_chrome_trace
-from app.replay.conformance import check_trace
-from app.replay.store import NOT_TRACES, ReplayError, list_replays, load_bandwidth, load_replay
+from app.replay.store import (
+    NOT_TRACES,
+    ReplayError,
+    list_replays,
+    load_bandwidth,
+    load_kernel,
+    load_probes,
+    load_replay,
+)
 from app.resources import traces_dir
 
 router = APIRouter(prefix="/replays", tags=["replays"])
@@ -72,6 +81,16 @@ def get_bandwidth() -> dict:
         raise _http(exc) from exc
 
 
+@router.get("/probes", responses=errors(404, 413, 422))
+def get_probes() -> dict:
+    """The tx-count probes measured on the GPU (traces/probes.json): single-thread probes, their
+    rates over a whole launch beside the outcomes the model can reach, the piece size."""
+    try:
+        return load_probes()
+    except ReplayError as exc:
+        raise _http(exc) from exc
+
+
 @router.get("/{replay_id}", responses=errors(404, 422))
 def get_replay(
     replay_id: str,
@@ -94,10 +113,23 @@ def get_replay(
 
 @router.get("/{replay_id}/conformance", responses=errors(404, 422))
 def get_conformance(replay_id: str) -> dict:
-    """Replay the trace's barrier operations through the model again; the divergences found."""
-    report = check_trace(_replay(replay_id))
-    return {**report.summary(), "divergences": report.divergences,
-            "recorded_order_divergences": report.recorded_divergences}
+    """The replay's verdict: does the engine, driven in the GPU's order, explain every
+    observation (`matches`), and if not, the first step where it does not."""
+    return _replay(replay_id)["source"]["conformance"]
+
+
+@router.get("/{replay_id}/kernel", response_class=Response,
+            responses=errors(404, 413, ok_body="the kernel's CUDA source", ok_type="text"))
+def get_kernel(replay_id: str) -> Response:
+    """The CUDA source of the kernel that ran (generated from the pipeline), as text."""
+    if not _known(replay_id):
+        raise HTTPException(404, [{"loc": ["path", "replay_id"], "type": "value_error",
+                                   "msg": f"no replay {replay_id[:80]!r}"}])
+    try:
+        text = load_kernel(replay_id)
+    except ReplayError as exc:
+        raise _http(exc) from exc
+    return Response(text, media_type="text/plain; charset=utf-8")
 
 
 @router.get("/{replay_id}/perfetto", response_class=Response, responses=errors(404, 422))

@@ -1,10 +1,13 @@
-"""The shipped GPU traces under traces/: listing them, loading one, and refusing corrupt files.
+"""The shipped GPU replays under traces/: listing them, loading one, and refusing corrupt files.
 
-A replay is one trace file captured on a GPU (`source.kind = "gpu"`, docs/gpu-capture.md). Loading
-checks the file before anyone renders it: its size, that it is JSON, its structure as
-docs/trace-format.md describes it (and the published JSON Schema, app/sim/trace_schema.json, when
-present), and that steps are numbered in order. Every refusal is a `ReplayError` that names the
-field at fault, so a hand-edited file fails with a sentence, not a stack trace.
+A replay is a generated kernel's GPU log replayed through the engine in the GPU's order
+(`app.capture.ship`, docs/gpu-capture.md): a trace document with `source.kind = "gpu"` whose
+`source.conformance` says whether the engine explains every observation. Loading checks the file
+before anyone renders it: its size, that it is JSON, its structure as docs/trace-format.md
+describes it (and the published JSON Schema, app/sim/trace_schema.json, when present), that steps
+are numbered in order, and the replay's own fields (conformance, launch figures, lesson). Every
+refusal is a `ReplayError` that names the field at fault, so a hand-edited file fails with a
+sentence, not a stack trace. The tx-count probes (traces/probes.json) are checked the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from app.resources import traces_dir
 from app.sim import SCHEMA_PATH
 
 MAX_BYTES = 2 * 1024 * 1024
-"""Largest trace file served (the shipped ones stay under 1 MB)."""
+"""Largest trace file served (the shipped ones stay under 600 KB)."""
+KERNEL_MAX_BYTES = 512 * 1024
+"""Largest kernel text served beside a replay (the generated ones are about 33 KB)."""
+PROBES_FORMAT = "mbarrier-inspector/tx-probes"
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,99}$")
 NOT_TRACES = {"bandwidth", "probes"}
@@ -144,6 +150,84 @@ def validate_trace(doc) -> dict:
     return doc
 
 
+def _text(value, field: str) -> str:
+    _need(isinstance(value, str), field, "must be text")
+    return value
+
+
+def validate_replay(doc) -> dict:
+    """A GPU replay: a valid trace whose `source` carries the replay's verdict
+    (`conformance.matches`, `first_divergence`, its figures) and, where present, the launch
+    figures, the pipeline text, the title and the lesson."""
+    validate_trace(doc)
+    source = doc["source"]
+    _need(source["kind"] == "gpu", "source.kind", "is not gpu")
+    c = _obj(source.get("conformance"), "source.conformance",
+             ("matches", "first_divergence", "observations_checked"))
+    _need(isinstance(c["matches"], bool), "source.conformance.matches", "must be true or false")
+    first = c["first_divergence"]
+    if first is not None:
+        _obj(first, "source.conformance.first_divergence", ("step", "why"))
+        _int(first["step"], "source.conformance.first_divergence.step", 1)
+        _text(first["why"], "source.conformance.first_divergence.why")
+    _need(c["matches"] == (first is None), "source.conformance.first_divergence",
+          "must be null exactly when matches is true")
+    for key in ("observations_checked", "landings_inferred", "landings_held", "reordered",
+                "gpu_records"):
+        if key in c:
+            _int(c[key], f"source.conformance.{key}", 0)
+    for key in ("pipeline", "title", "lesson", "id"):
+        if source.get(key) is not None:
+            _text(source[key], f"source.{key}")
+    if source.get("ctas") is not None:
+        ctas = _obj(source["ctas"], "source.ctas", ("launched", "outcomes", "agents"))
+        _int(ctas["launched"], "source.ctas.launched", 0)
+        for key, value in _obj(ctas["outcomes"], "source.ctas.outcomes").items():
+            _int(value, f"source.ctas.outcomes.{key}", 0)
+        _need(isinstance(ctas["agents"], list), "source.ctas.agents", "must be a list")
+    if source.get("device") is not None:
+        _obj(source["device"], "source.device")
+    return doc
+
+
+def validate_probes(doc) -> dict:
+    """traces/probes.json: the format and version, and the shape of what it holds where present
+    (single-thread probes, the rows measured at scale, the granularity, reuse before a wait)."""
+    _obj(doc, "probes", ("format", "version"))
+    _need(doc["format"] == PROBES_FORMAT, "format", "not a tx-probes document")
+    _need(doc["version"] in (1, 2), "version", f"version {doc['version']!r} is not 1 or 2")
+    if doc.get("probes") is not None:
+        _need(isinstance(doc["probes"], list), "probes", "must be a list")
+        for i, probe in enumerate(doc["probes"]):
+            _obj(probe, f"probes[{i}]", ("probe",))
+            _text(probe["probe"], f"probes[{i}].probe")
+    scale = doc.get("scale")
+    if scale is not None:
+        _obj(scale, "scale", ("rows",))
+        _need(isinstance(scale["rows"], list), "scale.rows", "must be a list")
+        for i, row in enumerate(scale["rows"]):
+            f = f"scale.rows[{i}]"
+            _obj(row, f, ("probe",))
+            _text(row["probe"], f"{f}.probe")
+            for key in ("phases", "completed", "early", "hung", "trapped", "announced"):
+                if row.get(key) is not None:
+                    _int(row[key], f"{f}.{key}", 0)
+            if row.get("rates") is not None:
+                for key, value in _obj(row["rates"], f"{f}.rates").items():
+                    _need(isinstance(value, (int, float)) and not isinstance(value, bool)
+                          and 0 <= value <= 1, f"{f}.rates.{key}", "must be a fraction")
+            if row.get("model") is not None:
+                model = _obj(row["model"], f"{f}.model")
+                if model.get("reachable") is not None:
+                    _need(isinstance(model["reachable"], list)
+                          and all(isinstance(k, str) for k in model["reachable"]),
+                          f"{f}.model.reachable", "must be a list of outcome names")
+    for key in ("granularity", "reuse_before_wait", "device"):
+        if doc.get(key) is not None:
+            _obj(doc[key], key)
+    return doc
+
+
 # ------------------------------------------------------------------------ the JSON Schema
 
 
@@ -236,38 +320,46 @@ def _trace_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if p.stem not in NOT_TRACES)
 
 
-def read_trace_file(path: Path) -> dict:
-    """Read and validate one trace file, refusing oversized or malformed ones."""
+def _read_json(path: Path):
+    """A JSON file of at most MAX_BYTES, or a ReplayError naming the file."""
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise ReplayError("file", f"{path.name} is {size} bytes; the limit is {MAX_BYTES}", 413)
     try:
-        doc = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReplayError("file", f"{path.name} is not valid JSON ({exc})") from exc
-    return validate_trace(doc)
+
+
+def read_trace_file(path: Path) -> dict:
+    """Read and validate one trace file, refusing oversized or malformed ones."""
+    return validate_trace(_read_json(path))
 
 
 def summary(replay_id: str, doc: dict) -> dict:
-    """What the catalogue shows for one replay."""
+    """What the catalogue shows for one replay: `status` is how the GPU's run ended."""
     source = doc["source"]
+    c = source["conformance"]
     kinds: dict[str, int] = {}
     for d in doc["diagnostics"]:
         kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+    device = source.get("device") or {}
     return {
         "id": replay_id,
-        "scenario": doc["scenario"]["id"],
+        "title": source.get("title") or replay_id,
+        "pipeline": doc["scenario"]["id"],
         "params": doc["scenario"]["params"],
         "bugs": doc["scenario"]["bugs"],
-        "status": doc["status"],
+        "status": (c.get("status") or {}).get("gpu") or doc["status"],
+        "engine_status": doc["status"],
+        "matches": c["matches"],
+        "first_divergence": c["first_divergence"],
         "total_steps": doc["total_steps"],
         "diagnostics": kinds,
-        "device": source.get("device"),
-        "driver": source.get("driver"),
-        "cuda": source.get("cuda"),
+        "device": device.get("device"),
+        "driver": device.get("driver"),
         "captured_at": source.get("captured_at"),
-        "logged_span_ns": source.get("logged_span_ns"),
-        "conformance": source.get("conformance"),
+        "ctas": (source.get("ctas") or {}).get("launched"),
         "lesson": source.get("lesson"),
     }
 
@@ -281,11 +373,11 @@ def list_replays(directory: Path | None = None) -> list[dict]:
     for path in _trace_files(directory or traces_dir()):
         try:
             doc = read_trace_file(path)
+            if doc["source"].get("kind") != "gpu":
+                continue
+            out.append(summary(path.stem, validate_replay(doc)))
         except ReplayError as exc:
             out.append({"id": path.stem, "error": str(exc)})
-            continue
-        if doc["source"].get("kind") == "gpu":
-            out.append(summary(path.stem, doc))
     return out
 
 
@@ -300,7 +392,30 @@ def load_replay(replay_id: str, directory: Path | None = None) -> dict:
     doc = read_trace_file(path)
     if doc["source"].get("kind") != "gpu":
         raise ReplayError("source.kind", f"{replay_id} is not a GPU trace", 404)
-    return doc
+    return validate_replay(doc)
+
+
+def load_kernel(replay_id: str, directory: Path | None = None) -> str:
+    """The CUDA source of the kernel that ran (traces/raw/gen_<id>.cu), bounded."""
+    if not isinstance(replay_id, str) or not ID_PATTERN.match(replay_id) \
+            or replay_id in NOT_TRACES:
+        raise ReplayError("replay_id", f"{str(replay_id)[:40]!r} is not a replay id", 404)
+    path = (directory or traces_dir()) / "raw" / f"gen_{replay_id}.cu"
+    if not path.is_file():
+        raise ReplayError("replay_id", f"no kernel text for {replay_id!r}", 404)
+    size = path.stat().st_size
+    if size > KERNEL_MAX_BYTES:
+        raise ReplayError("file", f"{path.name} is {size} bytes; the limit is "
+                                  f"{KERNEL_MAX_BYTES}", 413)
+    return path.read_text(errors="replace")
+
+
+def load_probes(directory: Path | None = None) -> dict:
+    """The tx-count probes measured on the GPU (traces/probes.json), validated."""
+    path = (directory or traces_dir()) / "probes.json"
+    if not path.is_file():
+        raise ReplayError("probes", "no tx-count probes shipped", 404)
+    return validate_probes(_read_json(path))
 
 
 def load_bandwidth(directory: Path | None = None) -> dict:

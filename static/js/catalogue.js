@@ -13,18 +13,21 @@ async function main() {
     const replays = body.replays || [];
     if (!replays.length) { section.hidden = true; return; }
     list.replaceChildren(...replays.map((r) => {
+      if (r.error) {
+        return h("li", {class: "card replay-card", dataset: {replay: r.id}},
+          h("h3", {}, r.id), h("p", {class: "error"}, r.error));
+      }
       const params = Object.entries(r.params || {}).map(([k, v]) => `${k} ${v}`).join(", ");
-      const bugs = (r.bugs || []).length ? r.bugs.join(", ") : "correct";
-      const passes = r.conformance && r.conformance.passes;
       return h("li", {class: "card replay-card", dataset: {replay: r.id}},
-        h("h3", {}, h("a", {href: `/replays/${encodeURIComponent(r.id)}`}, `${r.scenario}: ${bugs}`)),
-        h("p", {class: "summary"}, params),
+        h("h3", {}, h("a", {href: `/replays/${encodeURIComponent(r.id)}`}, r.title || r.id)),
+        h("p", {class: "summary"}, `${r.pipeline || "a pipeline of its own"}: ${params}`),
         r.lesson ? h("details", {class: "replay-lesson"}, h("summary", {}, "What happened"), h("p", {}, r.lesson)) : null,
         h("p", {class: "meta"}, h("code", {}, r.id),
           r.status ? h("span", {class: `tag status-${r.status}`}, r.status.replace("_", " ")) : null,
           r.device ? h("span", {class: "tag tag-gpu"}, r.device) : null,
-          r.conformance ? h("span", {class: "tag", title: "every logged token and wait checked against the barrier model"},
-            passes ? "✓ matches the model" : "✗ diverges from the model") : null));
+          typeof r.matches === "boolean" ? h("span", {class: "tag", dataset: {matches: String(r.matches)},
+            title: "the engine replayed in the GPU's order explains every logged token, wait and read"},
+            r.matches ? "✓ matches the model" : "✗ diverges from the model") : null));
     }));
   } catch (err) {
     section.hidden = true;

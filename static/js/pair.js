@@ -69,9 +69,10 @@ function stateDifference(x, y, [left, right]) {
   return null;
 }
 
-/** Draw two trace documents side by side; returns the player. */
+/** Draw two trace documents side by side; returns the player. With `divergence: false` the
+ *  timelines mark the step `marked` (a replay's own first divergence) instead of a diff. */
 export function showPair(page, left, right, {step = 0, names = ["correct", "buggy"], divergence: markDivergence = true,
-                                           onFrame = () => {}} = {}) {
+                                           marked = null, onFrame = () => {}} = {}) {
   const total = Math.max(left.doc.steps.length, right.doc.steps.length);
   const player = new LocalPlayer(total, {step, status: right.doc.status});
   const views = [left, right].map((side, i) => {
@@ -105,7 +106,7 @@ export function showPair(page, left, right, {step = 0, names = ["correct", "bugg
       note.dataset.divergence = "none";
     }
   }
-  for (const view of views) view.setDivergence(divergence ? divergence.step : null);
+  for (const view of views) view.setDivergence(divergence ? divergence.step : marked);
   const controls = bindControls(page.querySelector("#transport"), player);
   const draw = (frame) => {
     [left, right].forEach((side, i) => {

@@ -111,7 +111,10 @@ export const api = {
     request(`/api/v1/traces/${encodeURIComponent(config.scenario)}?${traceQuery(config, extra)}`),
   replays: () => request("/api/v1/replays"),
   replay: (id) => request(`/api/v1/replays/${encodeURIComponent(id)}`),
+  probes: () => request("/api/v1/replays/probes"),
   bandwidth: () => request("/api/v1/replays/bandwidth"),
+  /** The run of a pipeline text: `POST /traces` with `{source, params, bugs, schedule}`. */
+  traceOfSource: (body) => request("/api/v1/traces", {method: "POST", body: JSON.stringify(body)}),
   check: (body) => request("/api/v1/check", {method: "POST", body: JSON.stringify(body)}),
 };
 

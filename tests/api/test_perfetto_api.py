@@ -43,8 +43,8 @@ def test_an_unknown_scenario_is_a_404(client):
 
 
 def test_a_replay_as_perfetto(client):
-    doc = client.get("/api/v1/replays/double_buffer_tma_forget_phase_toggle_stale").json()
-    response = client.get("/api/v1/replays/double_buffer_tma_forget_phase_toggle_stale/perfetto")
+    doc = client.get("/api/v1/replays/double_buffer_tma_1stage_forget_phase_toggle").json()
+    response = client.get("/api/v1/replays/double_buffer_tma_1stage_forget_phase_toggle/perfetto")
     assert response.status_code == 200
     chrome = response.json()
     check_export(doc, chrome)

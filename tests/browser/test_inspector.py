@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import re
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -373,6 +375,91 @@ def test_catalogue_and_gpu_replay_beside_the_simulation(page):
     page.keyboard.press("End")
     expect(page.locator('[data-run="left"] .now-line')).to_contain_text(" ns")
     shot(page, "replay")
+
+
+PROBES_FIXTURE = Path(__file__).resolve().parents[1] / "replay" / "probes_v2.json"
+
+
+def test_replay_shows_its_verdict_figures_launch_and_kernel(page, base_url):
+    page.goto("/replays/double_buffer_tma_2stage_1consumer")
+    note = page.locator("#divergence")
+    expect(note).to_have_attribute("data-conformance", "passes")
+    expect(note).to_contain_text("explains all 48 observations")
+    expect(page.locator('[data-figure="observations"]')).to_have_text("48")
+    expect(page.locator('[data-figure="landings"]')).to_contain_text("32")
+    expect(page.locator(".launch-line")).to_have_attribute("data-launched", "132")
+    expect(page.locator(".launch-line")).to_contain_text("132 finished")
+    expect(page.locator("#replay-title")).to_contain_text("TMA ring")
+    expect(page.locator("#replay-lesson")).to_contain_text("Replayed in the GPU's order")
+    kernel = page.locator('[data-download="kernel"]')
+    expect(kernel).to_be_visible()
+    expect(kernel).to_have_text("the kernel that ran")
+    text = httpx.get(base_url + kernel.get_attribute("href")).text
+    assert "pipeline_kernel" in text
+    panel = page.locator("#probes-panel")
+    expect(panel).to_be_visible()
+    expect(panel).not_to_have_attribute("open", "")
+    shot(page, "replay-verdict")
+
+
+def test_replay_jumps_to_its_first_divergence(page, base_url):
+    doc = httpx.get(f"{base_url}/api/v1/replays/single_barrier").json()
+    doc["source"]["conformance"].update(
+        matches=False, first_divergence={"step": 20, "why": "a fabricated disagreement"})
+    page.route("**/api/v1/replays/single_barrier",
+               lambda route: route.fulfill(status=200, content_type="application/json",
+                                           body=json.dumps(doc)))
+    page.goto("/replays/single_barrier")
+    note = page.locator("#divergence")
+    expect(note).to_have_attribute("data-conformance", "diverges")
+    expect(note).to_contain_text("at step 20: a fabricated disagreement")
+    expect(page.locator('[data-run="left"] .divergence-mark[visibility=visible]')).to_have_count(1)
+    note.get_by_role("button", name="Jump to step 20").click()
+    expect_step(page, 20)
+
+
+def test_probes_panel_renders_beside_the_model(page):
+    fixture = PROBES_FIXTURE.read_text()
+    page.route("**/api/v1/replays/probes",
+               lambda route: route.fulfill(status=200, content_type="application/json",
+                                           body=fixture))
+    page.goto("/replays/double_buffer_tma_expect_tx_short")
+    panel = page.locator("#probes-panel")
+    expect(panel).to_have_attribute("open", "")
+    expect(panel).to_have_attribute("data-probes", "shown")
+    row = panel.locator('[data-table="scale"] tr[data-probe="short_one_copy"]')
+    expect(row.locator('[data-outcome="early"]')).to_have_text("24.7%")
+    expect(row.locator('[data-outcome="hung"]')).to_have_text("75.3%")
+    expect(row).to_contain_text("partial_read, deadlock")
+    expect(row.locator('[data-agrees="true"]')).to_contain_text("reachable")
+    single = panel.locator('[data-table="single"] tr[data-probe="exact"]')
+    expect(single).to_contain_text("completed")
+    expect(panel.locator('[data-part="granularity"]')).to_contain_text("128 bytes")
+    shot(page, "replay-probes")
+
+
+def test_missing_probes_degrade_gracefully(page):
+    page.route("**/api/v1/replays/probes",
+               lambda route: route.fulfill(status=404, content_type="application/json",
+                                           body='{"detail": [{"loc": ["file", "probes"], '
+                                                '"msg": "no tx-count probes shipped"}]}'))
+    page.goto("/replays/single_barrier_expect_tx_long")
+    panel = page.locator("#probes-panel")
+    expect(panel).to_have_attribute("data-probes", "missing")
+    expect(panel).to_contain_text("No tx-count probes")
+
+
+def test_a_pipeline_that_is_not_a_builtin_replays_beside_its_simulation(page):
+    page.goto("/replays/release_behind")
+    expect(page.locator("#replay-source")).to_contain_text("a pipeline of its own")
+    verdict = page.locator("#divergence")
+    expect(verdict).to_have_attribute("data-conformance", "passes")
+    expect(verdict).not_to_contain_text("could not run")
+    simulated = page.locator('[data-run="right"]')
+    page.keyboard.press("End")
+    expect(simulated.locator('.lane[data-agent="consumer"]')).to_be_visible()
+    expect(simulated.locator(".now-line")).not_to_contain_text("Step 0 ")
+    expect(simulated.locator(".timeline svg")).to_be_visible()
 
 
 def test_missing_replay_degrades_gracefully(page):

@@ -165,13 +165,14 @@ def test_08_embed_resizes_its_iframe_is_compact_and_takes_arrow_keys(page):
 
 
 def test_09_replay_shows_conformance_and_its_timeline_is_not_clipped(page):
-    page.goto("/replays/double_buffer_tma_2stage")
+    page.goto("/replays/double_buffer_tma_2stage_1consumer")
     note = page.locator("#divergence")
     expect(note).to_have_attribute("data-conformance", "passes")
     expect(note).to_contain_text("Matches the barrier model")
     expect(note).not_to_contain_text("First divergence")
     json_link = page.locator('#replay-downloads [data-download="json"]')
-    expect(json_link).to_have_attribute("href", "/api/v1/replays/double_buffer_tma_2stage")
+    expect(json_link).to_have_attribute(
+        "href", "/api/v1/replays/double_buffer_tma_2stage_1consumer")
     expect(page.locator('#replay-downloads [data-download="svg"]')).to_be_visible()
     expect(page.locator(".divergence-mark[visibility=visible]")).to_have_count(0)
     for run in ("left", "right"):
@@ -436,7 +437,7 @@ def test_11_every_text_reaches_4_5_to_1(browser, base_url, scheme):
     for path in ("/scenarios/single_barrier?bugs=forget_phase_toggle&step=16",
                  "/scenarios/kloop_tma_mma?bugs=missing_mma_commit&step=24",
                  "/compare/double_buffer_tma?bugs=forget_phase_toggle&step=54",
-                 "/replays/double_buffer_tma_2stage", "/", "/barrier"):
+                 "/replays/double_buffer_tma_2stage_1consumer", "/", "/barrier"):
         page.goto(path)
         page.wait_for_load_state("networkidle")
         page.wait_for_timeout(300)

@@ -128,7 +128,7 @@ def test_gpu_replays_sit_at_their_logged_times(replay_id):
         number = event["args"]["step"]
         assert round(event["ts"] * 1000) == logged[number]
         assert event["dur"] == 0
-        assert event["args"]["reconstructed"] is (number not in observed)
+        assert event["args"]["reconstructed"] is (doc["steps"][number - 1]["agent"] == "tma")
     waits = [e for e in chrome["traceEvents"] if e.get("cat") == "wait"]
     assert len(waits) == sum("waited_ns" in o for o in observed.values())
     for wait in waits:
@@ -141,7 +141,8 @@ def test_gpu_replays_sit_at_their_logged_times(replay_id):
             assert round(wait["ts"] * 1000) > begin
     copies = [e for e in chrome["traceEvents"] if e.get("cat", "").endswith("in_flight")]
     assert all(c["args"]["reconstructed"] for c in copies)
-    assert chrome["otherData"]["globaltimer_start_ns"] == doc["source"]["globaltimer_start_ns"]
+    assert chrome["otherData"].get("globaltimer_start_ns") == \
+        doc["source"].get("globaltimer_start_ns")
 
 
 def test_the_cli_writes_a_perfetto_trace(capsys):

@@ -163,7 +163,8 @@ def test_a_trap_the_engine_cannot_explain_diverges():
 
 
 def test_a_log_that_is_not_a_generated_kernels_is_refused():
-    old = json.loads((RAW / "single_barrier.raw.json").read_text())
+    old = {**json.loads((RAW / "gen_single_barrier.raw.json").read_text()), "version": 1,
+           "config": {"scenario": "single_barrier"}}  # a hand-written kernel's log (v1)
     with pytest.raises(ReplayError, match="format v2"):
         replay(old)
 

@@ -1,5 +1,5 @@
-"""Every shipped GPU trace validates, passes conformance (or says why not), and is exactly what the
-decoder makes of its raw log under traces/raw/ (the raw logs are the decoder's fixtures)."""
+"""Every shipped GPU replay validates, matches the engine replayed in the GPU's order (or its lesson
+explains the difference), and is byte for byte what `app.capture.ship` makes of its raw log."""
 
 from __future__ import annotations
 
@@ -8,80 +8,93 @@ from pathlib import Path
 
 import pytest
 
-from app.capture.make_all import CAPTURES, build_trace
-from app.replay.conformance import check_trace
-from app.replay.store import NOT_TRACES, schema_errors, trace_schema, validate_trace
+from app.capture.ship import DIFFERENCES, SKIPPED, build, encode, raw_logs, replay_id
+from app.replay.store import (
+    MAX_BYTES,
+    NOT_TRACES,
+    list_replays,
+    schema_errors,
+    trace_schema,
+    validate_replay,
+)
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 SHIPPED = sorted(p for p in TRACES.glob("*.json") if p.stem not in NOT_TRACES)
-
-REQUIRED = (
-    "single_barrier", "single_barrier_forget_phase_toggle", "double_buffer_tma_1stage",
-    "double_buffer_tma_2stage", "double_buffer_tma_4stage",
-    "double_buffer_tma_forget_phase_toggle_deadlock", "double_buffer_tma_forget_phase_toggle_stale",
-    "double_buffer_tma_forget_producer_phase_toggle", "proxy_fence_store",
-    "proxy_fence_store_missing_proxy_fence",
-)
+RAW = {p.name[len("gen_"):-len(".raw.json")]: p for p in raw_logs(TRACES / "raw")}
 
 
 def _load(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_the_lessons_traces_are_all_shipped():
-    assert {p.stem for p in SHIPPED} >= set(REQUIRED)
+def test_every_generated_capture_is_shipped_and_nothing_else():
+    assert {p.stem for p in SHIPPED} == set(RAW)
+    assert len(SHIPPED) >= 20
+    assert not set(SKIPPED) & {p.stem for p in SHIPPED}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
-def test_shipped_trace_is_small_and_valid(path):
-    assert path.stat().st_size < 1_000_000
-    doc = _load(path)
-    validate_trace(doc)
+def test_shipped_replay_is_small_and_valid(path):
+    assert path.stat().st_size < MAX_BYTES // 2
+    doc = validate_replay(_load(path))
     schema = trace_schema()
     if schema is not None:
         assert schema_errors(doc, schema) == []
-    assert doc["source"]["kind"] == "gpu"
-    assert doc["source"]["device"].startswith("NVIDIA")
-    assert all(isinstance(s["time_ns"], int) for s in doc["steps"])
+    source = doc["source"]
+    assert source["kind"] == "gpu" and source["id"] == path.stem
+    assert source["device"]["device"].startswith("NVIDIA")
+    assert source["pipeline"] and source["title"] and source["lesson"]
+    assert source["ctas"]["launched"] == source["launch"]["grid"]
     times = [s["time_ns"] for s in doc["steps"]]
     assert times == sorted(times)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
-def test_shipped_trace_passes_conformance_or_explains_why(path):
-    doc = _load(path)
-    report = check_trace(doc)
-    assert report.checked > 0 or not doc["initial"]["barriers"]
-    assert report.recorded_divergences == [] or report.divergences
-    if report.divergences:
-        assert "Conformance:" in doc["source"]["lesson"]
-        assert any(d["kind"] == "divergence" for d in doc["diagnostics"])
-    assert doc["source"]["conformance"] == report.summary()
+def test_shipped_replay_matches_or_its_lesson_explains_why(path):
+    source = _load(path)["source"]
+    conformance = source["conformance"]
+    assert conformance["observations_checked"] > 0
+    if conformance["matches"]:
+        assert conformance["first_divergence"] is None
+        assert "the engine explains all" in source["lesson"]
+    else:
+        assert DIFFERENCES[path.stem] in source["lesson"]
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
-def test_decoding_the_raw_log_gives_the_shipped_trace(path):
-    raw_path = TRACES / "raw" / f"{path.stem}.raw.json"
-    assert path.stem in CAPTURES
-    raw = _load(raw_path)
-    assert raw["config"]["scenario"] == CAPTURES[path.stem]["scenario"]
-    assert build_trace(path.stem, raw) == _load(path)
+def test_shipping_the_raw_log_again_gives_the_same_bytes(path):
+    raw = _load(RAW[path.stem])
+    assert replay_id(raw) == path.stem
+    assert encode(build(raw)) == path.read_text()
 
 
-def test_the_headline_outcomes_of_the_lessons():
-    def doc(name):
-        return _load(TRACES / f"{name}.json")
+def test_the_catalogue_lists_every_shipped_replay():
+    entries = {e["id"]: e for e in list_replays()}
+    assert set(entries) == {p.stem for p in SHIPPED}
+    assert all("error" not in e for e in entries.values())
+    one = entries["double_buffer_tma_2stage_1consumer"]
+    assert one["pipeline"] == "double_buffer_tma" and one["device"] == "NVIDIA H200"
+    assert one["status"] == "done" and one["matches"] is True and one["lesson"]
+    assert entries["release_behind"]["pipeline"] is None
+    assert "release" in entries["release_behind"]["title"]
 
-    for name in ("single_barrier", "double_buffer_tma_1stage", "double_buffer_tma_2stage",
-                 "double_buffer_tma_4stage", "proxy_fence_store"):
-        assert doc(name)["status"] == "done"
-        assert doc(name)["diagnostics"] == []
-    stale = doc("double_buffer_tma_forget_phase_toggle_stale")
-    assert {"stale_wait", "partial_read"} <= {d["kind"] for d in stale["diagnostics"]}
-    assert doc("double_buffer_tma_forget_phase_toggle_deadlock")["status"] == "deadlock"
-    assert doc("double_buffer_tma_forget_producer_phase_toggle")["status"] == "hardware_trap"
-    fence = doc("proxy_fence_store_missing_proxy_fence")
-    assert "proxy_fence_missing" in {d["kind"] for d in fence["diagnostics"]}
+
+def test_the_headline_outcomes():
+    def source(name):
+        return _load(TRACES / f"{name}.json")["source"]
+
+    for name in ("single_barrier", "double_buffer_tma_2stage_1consumer", "proxy_fence_store"):
+        assert source(name)["conformance"]["status"]["gpu"] == "done"
+    stale = _load(TRACES / "double_buffer_tma_1stage_forget_phase_toggle.json")
+    assert {"stale_wait", "stale_read"} <= {d["kind"] for d in stale["diagnostics"]}
+    assert stale["source"]["ctas"]["reads_wrong"] > 0
+    assert source("double_buffer_tma_forget_phase_toggle")["conformance"]["status"]["gpu"] \
+        == "deadlock"
+    trap = source("double_buffer_tma_forget_producer_phase_toggle_132ctas")
+    assert trap["conformance"]["status"]["gpu"] == "hardware_trap"
+    assert trap["ctas"]["trapped"] and "traps" in trap["lesson"]
+    short = source("double_buffer_tma_expect_tx_short")
+    assert short["conformance"]["landings_held"] >= 1
 
 
 def test_bandwidth_is_shipped_and_meets_the_target():

@@ -1,0 +1,172 @@
+"""Turns the generated kernels' raw GPU logs into the replays the server ships (no GPU needed).
+
+    python -m app.capture.ship                      # traces/raw/gen_*.raw.json -> traces/<id>.json
+    python -m app.capture.ship --only single_barrier --raw-dir /tmp/raw --out-dir /tmp/traces
+
+Each replay is the engine driven in the GPU's order (`app.replay.gpu_order`), as a trace document
+whose `source` also carries the figures of the whole launch (`source.ctas`), the pipeline text
+(`source.pipeline`, so a page can simulate pipelines that are not built-ins), a title and the
+lesson (`app.capture.lessons`). The id is the capture's name without `gen_`. The same raw log
+always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from app.replay.gpu_order import document, replay
+
+from .lessons import lesson, title
+
+log = logging.getLogger("mbarrier_inspector.capture")
+
+TRACES = Path("traces")
+"""Where the replays are written: `make capture` runs from the checkout's root."""
+RAW = TRACES / "raw"
+PREFIX = "gen_"
+
+SKIPPED = {
+    "single_barrier_forget_phase_toggle_write_through":
+        "the same pipeline as single_barrier_forget_phase_toggle with every record written "
+        "through to the host: it shows the logging changing a race, not the pipeline "
+        "(docs/gpu-capture.md keeps its figures)",
+}
+"""Captures kept as raw logs for debugging the capture but not served, with why."""
+
+DIFFERENCES: dict[str, str] = {}
+"""Replay id -> the one sentence that explains a hardware/model difference. A replay whose
+conformance does not match ships only with its sentence here (it goes into the lesson)."""
+
+SUMMARY_FIELDS = ("lines", "reads_wrong", "status", "reported")
+"""A CTA's words per agent in the raw log's `summary` (app/capture/agent_code.py writes them)."""
+ENDS = {0: "finished", 1: "timed_out", 2: "operand_error"}
+
+
+class ShipError(ValueError):
+    """A raw log that cannot become a served replay; the message says why."""
+
+
+def replay_id(raw: dict) -> str:
+    return str(raw.get("name") or "").removeprefix(PREFIX)
+
+
+def launch_figures(raw: dict) -> dict:
+    """What every CTA of the launch reported (the raw log's `summary` and `dst`): per agent and
+    in all, how each ended, the lines run and the reads that found wrong words."""
+    summary = raw.get("summary") or []
+    agents = raw.get("agents") or []
+    per_agent = []
+    for a, name in enumerate(agents):
+        words = [cta[a] for cta in summary if a < len(cta)]
+        ended = {end: sum(1 for w in words if w[3] and w[2] == code)
+                 for code, end in ENDS.items()}
+        per_agent.append({"name": name, "lines": sum(w[0] for w in words),
+                          "reads_wrong": sum(w[1] for w in words), **ended,
+                          "not_reported": sum(1 for w in words if not w[3])})
+    outcomes = {"finished": 0, "timed_out": 0, "operand_error": 0, "not_reported": 0}
+    wrong_ctas = 0
+    for cta in summary:
+        if not all(w[3] for w in cta):
+            outcomes["not_reported"] += 1
+        elif any(w[2] == 2 for w in cta):
+            outcomes["operand_error"] += 1
+        elif any(w[2] == 1 for w in cta):
+            outcomes["timed_out"] += 1
+        else:
+            outcomes["finished"] += 1
+        wrong_ctas += any(w[1] for w in cta)
+    stored = {name: {"changed": d.get("changed_all_ctas"), "elements": d.get("elements_all_ctas")}
+              for name, d in sorted((raw.get("dst") or {}).items())}
+    return {
+        "launched": (raw.get("launch") or {}).get("grid", len(summary)),
+        "reported": len(summary),
+        "words": list(SUMMARY_FIELDS),
+        "outcomes": outcomes,
+        "reads_wrong": sum(a["reads_wrong"] for a in per_agent),
+        "ctas_with_wrong_reads": wrong_ctas,
+        "lines": sum(a["lines"] for a in per_agent),
+        "agents": per_agent,
+        "stored": stored,
+        "trapped": bool(raw.get("error")),
+    }
+
+
+def build(raw: dict, strict: bool = True) -> dict:
+    """The served replay of one raw log (format v2): the GPU-order document plus `source.ctas`,
+    `source.pipeline`, `source.title` and `source.lesson`. `strict` refuses a replay that does
+    not match unless DIFFERENCES explains it (what ships); a one-off capture passes False."""
+    if raw.get("format") != "mbarrier-inspector/raw-gpu-log" or raw.get("version") != 2:
+        raise ShipError(f"{raw.get('name')!r}: not a generated kernel's raw log (format v2)")
+    rid = replay_id(raw)
+    state = replay(raw, int(raw.get("replay_cta", 0)))
+    doc = document(state)
+    source = doc["source"]
+    pipeline = raw.get("pipeline") or {}
+    source["id"] = rid
+    source["pipeline"] = pipeline.get("source")
+    source["ctas"] = launch_figures(raw)
+    source["title"] = title(doc)
+    conformance = source["conformance"]
+    difference = DIFFERENCES.get(rid)
+    if strict and not conformance["matches"] and not difference:
+        why = conformance["first_divergence"]
+        raise ShipError(f"{rid}: the engine diverges at step {why['step']} ({why['why']}); "
+                        "ship it only with a sentence in DIFFERENCES that explains why")
+    source["lesson"] = lesson(doc, difference)
+    return doc
+
+
+def encode(doc: dict) -> str:
+    return json.dumps(doc, separators=(",", ":")) + "\n"
+
+
+def write_json(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(encode(doc))
+
+
+def raw_logs(raw_dir: Path) -> list[Path]:
+    """The generated kernels' raw logs that ship, by name."""
+    out = []
+    for path in sorted(raw_dir.glob(f"{PREFIX}*.raw.json")):
+        rid = path.name[len(PREFIX):-len(".raw.json")]
+        if rid not in SKIPPED:
+            out.append(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.capture.ship",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated replay ids")
+    parser.add_argument("--raw-dir", default=str(RAW))
+    parser.add_argument("--out-dir", default=str(TRACES))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    only = {n for n in args.only.split(",") if n}
+    failures = 0
+    for path in raw_logs(Path(args.raw_dir)):
+        raw = json.loads(path.read_text())
+        rid = replay_id(raw)
+        if only and rid not in only:
+            continue
+        try:
+            doc = build(raw)
+        except ShipError as exc:
+            log.error("%s", exc)
+            failures += 1
+            continue
+        out = Path(args.out_dir) / f"{rid}.json"
+        write_json(out, doc)
+        c = doc["source"]["conformance"]
+        log.info("%s: %s on the GPU, %d steps, %d bytes, matches=%s", rid, c["status"]["gpu"],
+                 doc["total_steps"], out.stat().st_size, c["matches"])
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
