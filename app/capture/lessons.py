@@ -85,7 +85,8 @@ def _outcome(doc: dict) -> str:
     conformance = source["conformance"]
     gpu = conformance["status"]["gpu"]
     device = source["device"].get("device", "GPU")
-    head = f"On the {device}, CTA {source.get('cta', 0)} logged " \
+    unit = "cluster" if (source.get("launch") or {}).get("cluster", 1) > 1 else "CTA"
+    head = f"On the {device}, {unit} {source.get('cta', 0)} logged " \
            f"{_plural(conformance['gpu_records'], 'operation')} over {_span_us(doc):,.1f} us"
     if gpu == "done":
         head += " and every warp finished"
@@ -112,7 +113,11 @@ def _notices(doc: dict) -> list[str]:
     wrong, _ = _reads(doc)
     held = source["conformance"]["landings_held"]
     out = []
-    if not kinds and doc["status"] == "done":
+    if not kinds and doc["status"] == "done" and bugs:
+        out.append("This run's timing did not expose the bug: every token and wait agrees "
+                   "with the engine, which raised nothing in the GPU's order; checking every "
+                   "schedule finds the order in which it does.")
+    elif not kinds and doc["status"] == "done":
         out.append("Every arrive token (its phase bit and pending count) and every wait "
                    "result is what the engine predicts: the protocol working as written.")
     if kinds["stale_wait"]:
@@ -194,7 +199,9 @@ def _launch(doc: dict) -> str:
         parts.append(f"{o['operand_error']} stopped on an operand error")
     if o["not_reported"]:
         parts.append(f"{o['not_reported']} never reported (the trap ended them)")
-    text = f"Over all {ctas['launched']} CTAs: {', '.join(parts)}; "
+    cluster = (doc["source"].get("launch") or {}).get("cluster", 1)
+    units = f" ({ctas['launched'] // cluster} clusters of {cluster})" if cluster > 1 else ""
+    text = f"Over all {ctas['launched']} CTAs{units}: {', '.join(parts)}; "
     text += (f"{ctas['reads_wrong']:,} reads found wrong words in "
              f"{_plural(ctas['ctas_with_wrong_reads'], 'CTA')}" if ctas["reads_wrong"]
              else "no read found a wrong word")

@@ -75,7 +75,7 @@ def test_manual_schedule_and_blocked_move(client):
     ({"consumers": 5}, "consumers"),
     ({"tile_bytes": 4104}, "tile_bytes"),
     ({"chunk_bytes": 48}, "chunk_bytes"),
-    ({"tile_bytes": 4096, "chunk_bytes": 16}, "chunk_bytes"),
+    ({"tile_bytes": 8192, "chunk_bytes": 16}, "chunk_bytes"),
     ({"tile_bytes": 2**21}, "tile_bytes"),
     ({"stages": "two"}, "stages"),
     ({"bugs": "missing_mma_commit"}, "bugs"),

@@ -254,8 +254,6 @@ def test_the_capture_command_refuses_what_hopper_cannot_run(tmp_path, capsys):
     out = str(tmp_path / "x.json")
     assert cli(["capture", "kloop_tma_mma", "--out", out]) == 2
     assert "tcgen05" in capsys.readouterr().err
-    assert cli(["capture", "cluster_multicast", "--out", out]) == 2
-    assert "cluster launch" in capsys.readouterr().err
     assert cli(["capture", "no_such_pipeline", "--out", out]) == 2
     assert "neither a built-in" in capsys.readouterr().err
     pipe = Path(__file__).resolve().parents[2] / "app" / "capture" / "pipelines"

@@ -82,15 +82,28 @@ def test_the_one_stage_phase_bug_reads_stale_words_on_the_gpu_and_in_the_engine(
 
 def test_timeouts_are_the_engines_deadlocks():
     for name in ("gen_double_buffer_tma_consumer_skips_release",
-                 "gen_double_buffer_tma_expect_tx_long", "gen_double_buffer_tma_expect_tx_short",
-                 "gen_single_barrier_expect_tx_short", "gen_copy_per_chunk_expect_tx_short"):
+                 "gen_double_buffer_tma_expect_tx_long"):
         report = conformance(_raw(name))
         assert report["status"] == {"gpu": "deadlock", "engine": "deadlock"}, name
 
 
-def test_a_short_announcement_that_never_completes_is_explained_by_held_bytes():
-    report = conformance(_raw("gen_copy_per_chunk_expect_tx_short"))
-    assert report["matches"] and report["landings_held"] >= 1
+SHORT = ("gen_single_barrier_expect_tx_short", "gen_double_buffer_tma_expect_tx_short",
+         "gen_copy_per_chunk_expect_tx_short")
+
+
+def test_a_short_announcement_ends_either_way_and_the_engine_follows():
+    """A short expect_tx is a race on silicon (traces/probes.json): the phase completes early
+    or the count steps over zero. Either ending replays; a hang only with held bytes."""
+    endings = set()
+    for name in SHORT:
+        report = conformance(_raw(name))
+        assert report["matches"], (name, report["first_divergence"])
+        gpu = report["status"]["gpu"]
+        assert report["status"]["engine"] == gpu, name
+        endings.add(gpu)
+        if gpu == "deadlock":
+            assert report["landings_held"] >= 1, name
+    assert "deadlock" in endings
 
 
 def test_the_missing_proxy_fence_is_flagged_on_every_store():

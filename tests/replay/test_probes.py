@@ -57,8 +57,10 @@ def test_every_probe_was_measured_without_a_trap():
         assert result["error"] is None and result["finished"], result
 
 
-@pytest.mark.parametrize("probe", list(PROBES))
+@pytest.mark.parametrize("probe", [p for p in PROBES if p != "short_racing"])
 def test_the_barrier_model_predicts_the_hardware(probe):
+    """`short_racing` is a race (four copies against a short count: early or never, see the
+    `scale` rows), so one run of it predicts nothing."""
     measured = RESULTS[probe]
     predicted = model(probe)
     assert {k: measured[k] for k in predicted} == predicted

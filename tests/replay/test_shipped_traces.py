@@ -86,7 +86,9 @@ def test_the_headline_outcomes():
     for name in ("single_barrier", "double_buffer_tma_2stage_1consumer", "proxy_fence_store"):
         assert source(name)["conformance"]["status"]["gpu"] == "done"
     stale = _load(TRACES / "double_buffer_tma_1stage_forget_phase_toggle.json")
-    assert {"stale_wait", "stale_read"} <= {d["kind"] for d in stale["diagnostics"]}
+    kinds = {d["kind"] for d in stale["diagnostics"]}
+    # the stale wait always; what the reader then finds is a race (an older or a torn tile)
+    assert "stale_wait" in kinds and kinds & {"stale_read", "partial_read"}
     assert stale["source"]["ctas"]["reads_wrong"] > 0
     assert source("double_buffer_tma_forget_phase_toggle")["conformance"]["status"]["gpu"] \
         == "deadlock"
