@@ -7,7 +7,7 @@ TOKEN_WORDS = {
     "NAME": "a name", "INT": "a number", "STRING": 'a quoted string like "..."',
     "OPCODE": "a PTX instruction like `mbarrier.arrive`", "SEMICOLON": "`;`", "COMMA": "`,`",
     "LBRACE": "`{`", "RBRACE": "`}`", "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`",
-    "RSQB": "`]`", "EQUAL": "`=`", "DOT": "`.`", "__ANON_0": "`..`", "ASSIGN_OP": "`+=` or similar",
+    "RSQB": "`]`", "EQUAL": "`=`", "DOT": "`.`", "ASSIGN_OP": "`+=` or similar",
     "ADDOP": "`+` or `-`", "MULOP": "`*`, `/` or `%`", "RELOP": "a comparison", "LESSTHAN": "`<`",
     "MORETHAN": "`>`", "IN": "`in`", "BYTES": "`bytes`", "CHUNK": "`chunk`", "WITH": "`with`",
     "$END": "the end of the file",

@@ -452,8 +452,17 @@ def _missing_semicolon(text: str, err: UnexpectedInput) -> PipelineError | None:
                          hint="every declaration and instruction ends with `;`")
 
 
+def _named(expected) -> set[str]:
+    """Lark's names for the grammar's unnamed literals (`__ANON_2`) as the literal itself."""
+    literals = {t.name: f"`{t.pattern.value}`" for t in _parser().terminals
+                if t.name.startswith("__ANON") and t.pattern.type == "str"}
+    return {literals.get(name, name) for name in expected}
+
+
 def _syntax_error(text: str, err: UnexpectedInput) -> PipelineError:
     line, column = getattr(err, "line", 1), getattr(err, "column", 1)
+    if getattr(err, "expected", None) is not None:
+        err.expected = _named(err.expected)
     if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken)
                                           and err.token.type == "$END"):
         lines = text.rstrip().splitlines() or [""]

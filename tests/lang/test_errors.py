@@ -145,3 +145,8 @@ def test_the_api_names_the_line_of_a_syntax_error():
     line = text.splitlines()[detail["line"] - 1]
     assert line.strip() == "cp.async.bulk.commit_group"
     assert detail["msg"] == "a `;` is missing at the end of this line"
+
+
+def test_unnamed_literals_of_the_grammar_are_spelled_as_written():
+    err = error_of(RING.replace("agent producer {", "agent producer {\n    u64 tok;"))
+    assert "__ANON" not in err.message and "`++`" in err.message
