@@ -40,7 +40,8 @@ def describe(doc: dict) -> str:
     scenario_id = doc["scenario"].get("id")
     builtins = catalogue()
     if scenario_id in builtins:
-        return builtins[scenario_id].summary.rstrip(".")
+        scenario = builtins[scenario_id]
+        return f"{scenario.title} ({scenario.summary.rstrip('.')})"
     return _first_sentence(_leading_comment(doc["source"].get("pipeline") or ""))
 
 

@@ -305,7 +305,8 @@ def _scale_doc(measured: dict | None, previous: dict | None) -> dict:
     if measured is None:
         rows = (prev.get("scale") or {}).get("rows", [])
         pieces = (prev.get("granularity") or {}).get("rows", [])
-        reuse = (prev.get("reuse_before_wait") or {}).get("counts")
+        earlier = prev.get("reuse_before_wait") or {}
+        reuse = earlier.get("measured") or earlier.get("counts")
     else:
         rows, pieces, reuse = measured["rows"], measured["pieces"], measured["reuse"]
     early = [r["announced"] for r in pieces if r.get("early")]
@@ -319,13 +320,13 @@ def _scale_doc(measured: dict | None, previous: dict | None) -> dict:
         "granularity": {
             "piece_bytes": smallest,
             "rows": pieces,
-            "evidence": (f"announcing {smallest} bytes for one 4,096-byte copy completed the "
+            "evidence": (f"Announcing {smallest} bytes for one 4,096-byte copy completed the "
                          "phase early in some phases, so a copy's bytes reach the tx-count in "
                          f"pieces of {smallest} bytes or a multiple; the built-in pipelines "
                          "group by chunk_bytes (1,024 by default), coarser than silicon, so "
-                         f"these rows' model uses {smallest}-byte chunks"
-                         if smallest else "no announcement below the copy's size ever "
-                                          "completed early"),
+                         f"these rows' model uses {smallest}-byte chunks."
+                         if smallest else "No announcement below the copy's size ever "
+                                          "completed early."),
         },
     }
     if reuse:
@@ -333,13 +334,15 @@ def _scale_doc(measured: dict | None, previous: dict | None) -> dict:
         doc["reuse_before_wait"] = {
             "program": "warp 0 arrives twice back to back on a barrier of count 1 (phases 0 "
                        "and 1 complete) while warp 1 waits for phase 0 with try_wait.parity 0",
-            "phases": reuse.get("phases"), "counts": reuse,
-            "outcome": (f"no trap, no error: the waiter saw phase 0 in {reuse.get('completed')} "
+            "phases": reuse.get("phases"),
+            "counts": {"saw_phase_0": reuse.get("completed"), "missed_it": missed},
+            "measured": reuse,
+            "outcome": (f"No trap, no error: the waiter saw phase 0 in {reuse.get('completed')} "
                         f"of {reuse.get('phases')} phases and missed it (the parity was back to "
-                        f"0; it waited until its bound) in {missed}"),
-            "model": "the engine names this `reuse_before_wait` at the second arrive (phase 0 "
+                        f"0; it waited until its bound) in {missed}."),
+            "model": "The engine names this `reuse_before_wait` at the second arrive (phase 0 "
                      "completed and no wait observed it), and the checker finds the waiter's "
-                     "deadlock",
+                     "deadlock.",
         }
     return doc
 

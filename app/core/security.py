@@ -72,8 +72,11 @@ def allowed_origins(port: int | None, config: Settings = settings) -> tuple[str,
 
 
 def _socket_sources(port: int | None, config: Settings) -> str:
+    """CSP host-sources cannot name an IPv6 literal (`[::1]`: browsers drop it with a console
+    error); a page served from one still reaches its own socket through `'self'`."""
     origins = allowed_origins(port, config)
-    return " ".join(o.replace("http", "ws", 1) for o in origins if o.startswith("http"))
+    return " ".join(o.replace("http", "ws", 1) for o in origins
+                    if o.startswith("http") and "[" not in o)
 
 
 def page_csp(path: str, port: int | None = None, config: Settings = settings) -> str:

@@ -11,7 +11,7 @@ const OUTCOMES = [
   {key: "hung", title: "hung", model: ["deadlock", "hung"]},
 ];
 
-const percent = (x) => (typeof x === "number" ? `${(100 * x).toFixed(1)}%` : "–");
+const percent = (x) => (typeof x !== "number" ? "–" : x > 0 && x < 0.001 ? "<0.1%" : `${(100 * x).toFixed(1)}%`);
 const count = (x) => (typeof x === "number" ? x.toLocaleString("en-US") : "–");
 
 function rate(row, key) {
@@ -29,7 +29,7 @@ export function agreement(row) {
   return {ok: missing.length === 0, missing: missing.map((o) => o.title)};
 }
 
-function scaleTable(scale) {
+function scaleTable(scale, title = "At scale", table = "scale") {
   const rows = Array.isArray(scale.rows) ? scale.rows : [];
   if (!rows.length) return null;
   const head = h("tr", {}, h("th", {scope: "col"}, "probe"), h("th", {scope: "col"}, "program"),
@@ -53,10 +53,10 @@ function scaleTable(scale) {
   const what = [scale.ctas ? `${count(scale.ctas)} CTAs` : null,
                 scale.phases_per_cta ? `${count(scale.phases_per_cta)} phases each` : null].filter(Boolean).join(" × ");
   return h("div", {class: "probes-scale"},
-    h("h3", {}, "At scale", what ? h("span", {class: "muted"}, ` (${what})`) : null),
-    h("p", {class: "muted"}, "Completed early: the phase completed before all its bytes landed. " +
-      "Hung: it never completed within the bound."),
-    h("div", {class: "table-wrap"}, h("table", {class: "probes-table", dataset: {table: "scale"}},
+    h("h3", {}, title, what ? h("span", {class: "muted"}, ` (${what})`) : null),
+    table === "scale" ? h("p", {class: "muted"}, "Completed early: the phase completed before all its bytes landed. " +
+      "Hung: it never completed within the bound.") : null,
+    h("div", {class: "table-wrap"}, h("table", {class: "probes-table", dataset: {table}},
       h("thead", {}, head), h("tbody", {}, body))));
 }
 
@@ -99,6 +99,9 @@ export function renderProbes(body, doc) {
   const parts = [
     h("p", {class: "muted"}, `${device}${doc.captured_at ? ` at ${doc.captured_at}` : ""}.`),
     doc.scale ? scaleTable(doc.scale) : null,
+    doc.granularity && doc.granularity.rows
+      ? scaleTable({...doc.scale, rows: doc.granularity.rows}, "Piece size: N bytes announced for one 4 KiB copy", "pieces")
+      : null,
     singleTable(doc.probes),
     ...sentences(doc),
   ].filter(Boolean);

@@ -47,4 +47,5 @@ def test_what_the_h200_does_where_the_model_has_a_choice():
     assert 0 < rows["short_one_copy"]["rates"]["early"] < 1
     assert rows["short_spaced"]["rates"]["early"] == 1.0
     reuse = SHIPPED["reuse_before_wait"]
-    assert reuse["counts"]["phases"] == 132_000 and "trap" in reuse["outcome"]
+    assert reuse["phases"] == 132_000 and "trap" in reuse["outcome"]
+    assert reuse["counts"]["saw_phase_0"] + reuse["counts"]["missed_it"] == 132_000
