@@ -27,15 +27,17 @@ static, static_files = data_folder("app.static", "static", ["*"])
 templates, template_files = data_folder("app.templates", "templates", ["*"])
 traces, trace_files = data_folder("app.traces", "traces", ["*.json"], recursive=False)
 """The traces and their measurements, not the raw GPU logs under traces/raw/."""
+kernels, kernel_files = data_folder("app.traces.raw", "traces/raw", ["*.cu"], recursive=False)
+"""The kernels that ran (each replay page links its own), without the raw logs beside them."""
 
 code = find_namespace_packages(include=["app", "app.*"], exclude=["*__pycache__*"])
 """Namespace discovery, so that a data-only subfolder (app/lang/prelude/) ships its files too."""
 
 setup(
-    packages=[*code, *static, *templates, *traces],
-    package_dir={**static, **templates, **traces},
+    packages=[*code, *static, *templates, *traces, *kernels],
+    package_dir={**static, **templates, **traces, **kernels},
     package_data={
         **dict.fromkeys(code, ENGINE_DATA),
-        **static_files, **template_files, **trace_files,
+        **static_files, **template_files, **trace_files, **kernel_files,
     },
 )

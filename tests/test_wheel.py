@@ -70,7 +70,8 @@ def test_the_wheel_carries_the_ui_templates_scenarios_and_traces(wheel):
     assert wanted - names == set()
     assert "app/sim/trace_schema.json" in names and "app/templates/inspector.html" in names
     assert not [n for n in names if n.split("/")[0] in ("static", "templates", "traces", "tests")]
-    assert not [n for n in names if "/raw/" in n]
+    assert not [n for n in names if "/raw/" in n and not n.endswith(".cu")]
+    assert "app/traces/raw/gen_single_barrier.cu" in names  # the kernel a replay page links
 
 
 @pytest.fixture(scope="module")
@@ -164,5 +165,7 @@ def test_a_replay(server):
     assert "single_barrier" in ids
     doc = server.get("/api/v1/replays/single_barrier").json()
     assert doc["source"]["kind"] == "gpu" and doc["steps"]
+    kernel = server.get("/api/v1/replays/single_barrier/kernel")
+    assert kernel.status_code == 200 and "pipeline_kernel(" in kernel.text
     chrome = server.get("/api/v1/replays/single_barrier/perfetto").json()
     assert len([e for e in chrome["traceEvents"] if e.get("cat") == "step"]) == len(doc["steps"])
