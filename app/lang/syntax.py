@@ -461,6 +461,12 @@ def _named(expected) -> set[str]:
 
 def _syntax_error(text: str, err: UnexpectedInput) -> PipelineError:
     line, column = getattr(err, "line", 1), getattr(err, "column", 1)
+    if isinstance(err, UnexpectedToken) and err.interactive_parser is not None:
+        # LALR merges lookaheads; asking the parser which tokens it accepts here is exact
+        try:
+            err.expected = err.interactive_parser.accepts() or err.expected
+        except Exception:  # noqa: BLE001 - keep Lark's own set if the probe fails
+            pass
     if getattr(err, "expected", None) is not None:
         err.expected = _named(err.expected)
     if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken)
@@ -483,6 +489,8 @@ def _syntax_error(text: str, err: UnexpectedInput) -> PipelineError:
                 return PipelineError("a `;` is missing at the end of this line", *before,
                                      hint="every declaration and instruction ends with `;`")
             want = "`,` or `;`" if "COMMA" in expected else "`;`"
+            if set(expected) - {"SEMICOLON", "COMMA"}:  # LALR's lookahead: say all of it
+                want = expected_words(expected)
             return PipelineError(f"unexpected `{got[:40]}`: expected {want}", line, column,
                                  hint=_hint(got, expected))
         return PipelineError(f"unexpected `{got[:40]}`: expected {expected_words(expected)}",

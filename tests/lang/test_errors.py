@@ -150,3 +150,6 @@ def test_the_api_names_the_line_of_a_syntax_error():
 def test_unnamed_literals_of_the_grammar_are_spelled_as_written():
     err = error_of(RING.replace("agent producer {", "agent producer {\n    u64 tok;"))
     assert "__ANON" not in err.message and "`++`" in err.message
+    # and exactly what fits there, not LALR's merged lookahead (`;`, `in`, a string...)
+    err = error_of(RING.replace("in 1..16", "in 1 16"))
+    assert err.message == "unexpected `16`: expected `..`"
