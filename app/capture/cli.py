@@ -35,8 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="any pipeline parameter")
     p.add_argument("--bugs", default="", help="comma-separated bug toggles")
-    p.add_argument("--ctas", type=int, default=1,
-                   help="CTAs launched (a multiple of the cluster size; the first unit logs)")
+    p.add_argument("--ctas", type=int, default=None,
+                   help="CTAs launched: a multiple of the cluster size, which is the default "
+                        "(the first CTA, or cluster, logs)")
     p.add_argument("--timeout-us", type=float, default=2000.0,
                    help="deadline of every bounded wait loop")
     p.add_argument("--raw", default="", help="also write the raw log here (and the .cu beside)")
@@ -87,15 +88,22 @@ def run_generated(args: argparse.Namespace) -> int:
         params[key] = int(value)
     out = Path(args.out)
     cap = GenCapture(out.stem, pipeline, params, [b for b in args.bugs.split(",") if b],
-                     ctas=args.ctas, timeout_us=args.timeout_us, flush_before_arrive=True)
+                     ctas=args.ctas or 1, timeout_us=args.timeout_us, flush_before_arrive=True)
     try:
-        cuda = plan(cap).cuda
+        planned = plan(cap)
     except KeyError:
         sys.stderr.write(f"capture: {args.scenario!r} is neither a built-in scenario nor a "
                          ".pipe file\n")
         return 2
     except (CodegenError, ParamError, PipelineError) as exc:
         sys.stderr.write(f"capture: {exc}\n")
+        return 2
+    cuda, cluster = planned.cuda, planned.layout.cluster
+    if args.ctas is None:
+        cap.ctas = cluster
+    elif args.ctas < 1 or args.ctas % cluster:
+        sys.stderr.write(f"capture: --ctas {args.ctas}: the pipeline runs as clusters of "
+                         f"{cluster} CTAs; give a positive multiple of {cluster}\n")
         return 2
     raw = capture(cap)
     if args.raw:

@@ -254,6 +254,8 @@ def test_the_capture_command_refuses_what_hopper_cannot_run(tmp_path, capsys):
     out = str(tmp_path / "x.json")
     assert cli(["capture", "kloop_tma_mma", "--out", out]) == 2
     assert "tcgen05" in capsys.readouterr().err
+    assert cli(["capture", "cluster_multicast", "--ctas", "3", "--out", out]) == 2
+    assert "clusters of 2" in capsys.readouterr().err
     assert cli(["capture", "no_such_pipeline", "--out", out]) == 2
     assert "neither a built-in" in capsys.readouterr().err
     pipe = Path(__file__).resolve().parents[2] / "app" / "capture" / "pipelines"
