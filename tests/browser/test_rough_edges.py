@@ -308,6 +308,7 @@ def test_19_manual_mode_and_speed_survive_reload_and_compare_keeps_the_step(page
     expect_step(page, 1)
     expect(page).to_have_url(re.compile(r"manual=1"))
     expect(page).to_have_url(re.compile(r"speed=8"))
+    expect(page).to_have_url(re.compile(r"step=1"))  # the URL follows the cursor within 120 ms
     page.reload()
     expect_step(page, 1)
     expect(page.locator("#manual-mode")).to_be_checked()
