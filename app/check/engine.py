@@ -86,6 +86,9 @@ class Limits:
     timeout_s: float = 20.0
     max_memory: int = 1 << 30
     """Bytes the stored states may take (an estimate: key bytes plus a fixed cost per state)."""
+    stop_at_first: bool = False
+    """Stop once one kind's counterexample is known to be a shortest one (SPIN stops at its
+    first error too): the verdict `unsafe` with that counterexample, `complete` false."""
 
 
 @dataclass
@@ -210,6 +213,9 @@ class Explorer:
             current = min(buckets)
             bucket = buckets.pop(current)
             out.depth = current
+            if limits.stop_at_first and any(f.steps <= current for f in out.found.values()):
+                out.stopped_by = "first_violation"
+                return self._finish(out, start)
             for position, node in enumerate(bucket):
                 if cost[node] != current:
                     continue  # queued again at a lower cost, and expanded then
