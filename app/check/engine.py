@@ -143,9 +143,13 @@ class Exploration:
             return "unsafe"
         return "safe" if self.complete else "inconclusive"
 
+    proven: set[str] = field(default_factory=set)
+    """Kinds whose counterexample is known shortest before `depth` says so: one found while
+    expanding states of cost d with length d + 1, the least any unexpanded state can give."""
+
     def is_shortest(self, kind: str) -> bool:
         """Whether the counterexample for `kind` is known to be a shortest one."""
-        return self.complete or self.found[kind].steps <= self.depth
+        return self.complete or self.found[kind].steps <= self.depth or kind in self.proven
 
 
 class Explorer:
@@ -227,6 +231,8 @@ class Explorer:
                             self._found(out, diagnostic["kind"],
                                         current + pending_total(node_pend, self.machine.n_agents),
                                         node, None)
+                        if limits.stop_at_first and self._proven(out, current):
+                            return self._finish(out, start)
                     continue
                 expanded += 1
                 if expanded % CHECK_EVERY == 0:
@@ -250,6 +256,8 @@ class Explorer:
                     for diagnostic in record["diagnostics"]:
                         if not any(diagnostic is d for d in at_stop):
                             self._found(out, diagnostic["kind"], reached, node, key)
+                    if limits.stop_at_first and out.found and self._proven(out, current):
+                        return self._finish(out, start)
                     if closing and any(not any(c is d for d in at_stop) for c in closing):
                         raise AssertionError(f"a local move raised {closing}: LOCAL_KINDS does "
                                              "not match this engine")
@@ -290,6 +298,21 @@ class Explorer:
         out.states = len(out.keys)
         out.elapsed_s = time.perf_counter() - start
         return out
+
+    @staticmethod
+    def _proven(out: Exploration, current: int) -> bool:
+        """Stop at the first violation (`Limits.stop_at_first`) if one is already shortest.
+
+        While states of cost `current` are expanded, every cheaper state was expanded, so a
+        move's diagnostic no later state can raise it in fewer than current + 1 steps, and a
+        deadlock (charged to its state, not a move) in fewer than current."""
+        kinds = [kind for kind, found in out.found.items()
+                 if found.steps <= current + (found.child is not None)]
+        if not kinds:
+            return False
+        out.proven.update(kinds)
+        out.stopped_by = "first_violation"
+        return True
 
     @staticmethod
     def _found(out: Exploration, kind: str, steps: int, node: int, child: bytes | None) -> None:

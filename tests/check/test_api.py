@@ -184,3 +184,25 @@ async def _latencies_during_a_long_check() -> list[float]:
 def test_a_check_does_not_block_the_event_loop():
     latencies = run_async(_latencies_during_a_long_check)
     assert max(latencies) < 0.5, latencies
+
+
+def test_stop_at_first_answers_with_one_shortest_counterexample(client):
+    whole = client.post("/api/v1/check", json=UNSAFE).json()
+    body = client.post("/api/v1/check", json={**UNSAFE, "stop_at_first": True}).json()
+    assert body["verdict"] == "unsafe" and body["stopped_by"] == "first_violation"
+    assert body["complete"] is False
+    first = body["violations"][0]
+    assert first["shortest"] and first["steps"] == whole["violations"][0]["steps"]
+    assert body["states_explored"] <= whole["states_explored"]
+    query = {"scenario": "double_buffer_tma", "stages": 1, "tiles": 2, "consumers": 2,
+             "bugs": "wrong_arrival_count", "stop_at_first": "true"}
+    with client.stream("GET", "/api/v1/check/stream", params=query) as response:
+        text = "".join(response.iter_text())
+    result = json.loads(text.split("event: result\ndata: ", 1)[1].split("\n", 1)[0])
+    assert result["stopped_by"] == "first_violation"
+
+
+def test_stop_at_first_must_be_a_boolean(client):
+    response = client.post("/api/v1/check", json={**UNSAFE, "stop_at_first": "yes"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "stop_at_first"]

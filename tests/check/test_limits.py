@@ -26,10 +26,14 @@ def test_state_limit_after_violations_is_unsafe_and_incomplete():
     assert out.depth > 0
 
 
+TOGGLES = ["forget_phase_toggle", "forget_producer_phase_toggle", "expect_tx_short",
+           "expect_tx_long", "consumer_skips_release", "producer_skips_empty_wait",
+           "wrong_arrival_count"]
+
+
 @pytest.mark.parametrize("bug,params", [
-    ("forget_phase_toggle", {"stages": 2, "tiles": 4, "consumers": 2}),
-    ("wrong_arrival_count", {"stages": 2, "tiles": 4, "consumers": 2}),
-    ("consumer_skips_release", {"stages": 2, "tiles": 4, "consumers": 2}),
+    *((bug, {"stages": 2, "tiles": 4, "consumers": 2}) for bug in TOGGLES),
+    *((bug, {"stages": 1, "tiles": 2, "consumers": 3}) for bug in TOGGLES),
 ])
 def test_stop_at_first_gives_the_shortest_of_the_first_kind(bug, params):
     """The first kind the full search finds shortest is the one stop_at_first answers with,

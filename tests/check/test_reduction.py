@@ -23,6 +23,15 @@ COMPARED = [
     ("double_buffer_tma", {"stages": 2, "tiles": 3, "consumers": 1, "tile_bytes": 2048},
      "expect_tx_short"),
     ("double_buffer_tma", {"stages": 1, "tiles": 2, "consumers": 3, "tile_bytes": 2048}, None),
+    ("double_buffer_tma", {"stages": 1, "tiles": 1, "consumers": 3, "tile_bytes": 2048}, None),
+    ("double_buffer_tma", {"stages": 1, "tiles": 1, "consumers": 3, "tile_bytes": 2048},
+     "consumer_skips_release"),
+    ("double_buffer_tma", {"stages": 1, "tiles": 1, "consumers": 3, "tile_bytes": 2048},
+     "forget_producer_phase_toggle"),
+    ("double_buffer_tma", {"stages": 1, "tiles": 1, "consumers": 3, "tile_bytes": 2048},
+     "wrong_arrival_count"),
+    ("double_buffer_tma", {"stages": 1, "tiles": 1, "consumers": 4, "tile_bytes": 2048},
+     "expect_tx_long"),
     ("proxy_fence_store", {"stages": 2, "tiles": 4}, None),
     ("kloop_tma_mma", {"stages": 2, "tiles": 3, "tile_bytes": 2048}, "forget_phase_toggle"),
 ]
@@ -54,6 +63,12 @@ SLOW_COMPARED = [
     ({"stages": 2, "tiles": 2, "consumers": 3}, "producer_skips_empty_wait"),
     ({"stages": 1, "tiles": 2, "consumers": 4}, None),
     ({"stages": 1, "tiles": 1, "consumers": 4}, "wrong_arrival_count"),
+    ({"stages": 1, "tiles": 1, "consumers": 4}, None),
+    ({"stages": 1, "tiles": 1, "consumers": 4}, "producer_skips_empty_wait"),
+    ({"stages": 1, "tiles": 1, "consumers": 4}, "consumer_skips_release"),
+    ({"stages": 1, "tiles": 1, "consumers": 4}, "expect_tx_short"),
+    ({"stages": 1, "tiles": 2, "consumers": 3}, "forget_phase_toggle"),
+    ({"stages": 2, "tiles": 2, "consumers": 3}, None),
 ]
 
 
