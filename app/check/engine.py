@@ -43,7 +43,9 @@ diagnostic kinds, or the length of the shortest counterexample of any kind:
    whose successor has the recorded key.
 
 Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an estimate of
-`max_memory` bytes, or when cancelled, and reports how far it got.
+`max_memory` bytes, or when cancelled, and reports how far it got. With `stop_at_first` it also
+stops as soon as one kind's counterexample is proven shortest (`Explorer._proven`), the answer a
+client wanting only the verdict needs, as SPIN gives it.
 """
 
 from __future__ import annotations
