@@ -133,7 +133,7 @@ def summarize(rows: list[dict]) -> str:
                  f"{len(compared) - len(wrong)}, the checker is faster on "
                  f"{len(compared) - len(slow)}; worst margin: {worst['config']} "
                  f"{worst['verdict_s']:.3f} s against SPIN's {worst['spin']['total_s']:.2f} s "
-                 f"({ratio:.2f} of SPIN's time); SPIN's total "
+                 f"({ratio:.3f} of SPIN's time); SPIN's total "
                  f"{sum(r['spin']['total_s'] for r in compared):.1f} s")
         if slow:
             text += "\nslower than SPIN: " + "; ".join(slow)
@@ -164,7 +164,7 @@ def main() -> None:
         rows = []
         for name in args.summarize:
             text = Path(name).read_text()
-            answered = STOP_NOTE in text.split("\n", 1)[0]
+            answered = STOP_NOTE in text
             for row in filter(None, map(parse_row, text.splitlines())):
                 if answered:  # the whole stop_at_first answer is when the client has it
                     row["verdict_s"] = max(row["verdict_s"], row["answer_s"])

@@ -176,13 +176,20 @@ class Explorer:
 
     def successors(self, frozen: tuple, pend: list[int]):
         """Every (move, edge cost, record, closing diagnostics, machine, pending counts) from a
-        state, in move order. The machine is reused: read it before asking for the next one."""
+        state, in move order, but a twin agent's move (model.Canonical.twins: it leads to the
+        key an identical agent's move leads to). The machine is reused: read it before asking
+        for the next one."""
         machine = self.machine
         machine.thaw(frozen)
         n_agents = machine.n_agents
-        for i, move in enumerate(list(machine.ready)):
-            if i:
+        twins = self.canonical.twins(frozen, pend)
+        fresh = True
+        for move in list(machine.ready):
+            if move in twins:
+                continue
+            if not fresh:
                 machine.thaw(frozen)
+            fresh = False
             record = machine.step(move)
             after = list(pend)
             if move < n_agents:
