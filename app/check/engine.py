@@ -42,6 +42,10 @@ diagnostic kinds, or the length of the shortest counterexample of any kind:
    A counterexample is rebuilt on concrete states by replaying, at each edge of the path, the move
    whose successor has the recorded key.
 
+3. **A twin's move is not tried.** Identical agents with equal full signatures in a state move
+   to states with the same key, at the same cost, raising the same kinds; only the lowest-numbered
+   one's move is made (model.Canonical.twins).
+
 Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an estimate of
 `max_memory` bytes, or when cancelled, and reports how far it got. With `stop_at_first` it also
 stops as soon as one kind's counterexample is proven shortest (`Explorer._proven`), the answer a
@@ -112,6 +116,9 @@ class Progress:
     depth: int
     frontier: int
     elapsed_s: float
+    found: dict[str, int] = field(default_factory=dict)
+    """Each kind found so far and the length of its best schedule yet: a client knows the
+    verdict `unsafe` from the first progress report that lists one."""
 
 
 @dataclass
@@ -255,7 +262,8 @@ class Explorer:
                         next_report = now + PROGRESS_EVERY_S
                         queued = sum(map(len, buckets.values())) + len(bucket) - position
                         progress(Progress(len(keys), out.transitions, current, queued,
-                                          now - start))
+                                          now - start,
+                                          {k: f.steps for k, f in out.found.items()}))
                 for _, step_cost, record, closing, machine, after in \
                         self.successors(frozen, node_pend):
                     out.transitions += 1

@@ -168,7 +168,7 @@ def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
         def progress(p: Progress) -> None:
             report({"states_explored": p.states, "transitions": p.transitions,
                     "depth": p.depth, "frontier": p.frontier,
-                    "elapsed_s": round(p.elapsed_s, 3)})
+                    "elapsed_s": round(p.elapsed_s, 3), "found": p.found})
     try:
         return json.dumps(check_config(scenario, cfg, limits, progress, cancel),
                           separators=(",", ":"))

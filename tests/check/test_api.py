@@ -128,9 +128,21 @@ def test_stream_sends_progress_then_the_result(client):
     assert kinds[0] == "progress" and kinds[-1] == "result" and kinds.count("result") == 1
     progress = [data for kind, data in events if kind == "progress"]
     assert len(progress) >= 2 and progress[-1]["states_explored"] > 0
-    assert {"states_explored", "depth", "frontier", "elapsed_s"} <= progress[-1].keys()
+    assert {"states_explored", "depth", "frontier", "elapsed_s", "found"} <= progress[-1].keys()
     result = events[-1][1]
     assert result["verdict"] in ("inconclusive", "unsafe") and result["stopped_by"] == "timeout"
+
+
+def test_progress_says_unsafe_as_soon_as_a_violation_is_found(client):
+    body = {**BIG, "bugs": ["wrong_arrival_count"], "timeout_s": 0.8}
+    with client.stream("POST", "/api/v1/check/stream", json=body) as r:
+        events = read_events(r)
+    found = [data["found"] for kind, data in events if kind == "progress" and data["found"]]
+    assert all("found" in data for kind, data in events if kind == "progress")
+    assert found, "no progress event listed a violation"
+    result = events[-1][1]
+    assert result["verdict"] == "unsafe"
+    assert set(found[0]) <= {v["kind"] for v in result["violations"]}
 
 
 def test_get_stream_for_event_source(client):

@@ -193,7 +193,7 @@ def _stream(job: _Job):
 async def _events(queue: asyncio.Queue, task: asyncio.Task):
     try:
         yield _event("progress", {"states_explored": 0, "transitions": 0, "depth": 0,
-                                  "frontier": 1, "elapsed_s": 0.0})
+                                  "frontier": 1, "elapsed_s": 0.0, "found": {}})
         while True:
             kind, payload = await queue.get()
             yield _event(kind, payload)
