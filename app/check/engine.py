@@ -320,9 +320,9 @@ class Explorer:
     def _proven(out: Exploration, current: int) -> bool:
         """Stop at the first violation (`Limits.stop_at_first`) if one is already shortest.
 
-        While states of cost `current` are expanded, every cheaper state was expanded, so a
-        move's diagnostic no later state can raise it in fewer than current + 1 steps, and a
-        deadlock (charged to its state, not a move) in fewer than current."""
+        While states of cost `current` are expanded, every cheaper state was expanded, so no
+        state left can raise a move's diagnostic in fewer than current + 1 steps, nor reach a
+        deadlock (charged to the deadlocked state, not a move) in fewer than current."""
         kinds = [kind for kind, found in out.found.items()
                  if found.steps <= current + (found.child is not None)]
         if not kinds:
