@@ -4,25 +4,35 @@ time (`spin -a` + `gcc -O2 -DSAFETY` + `./pan -m100000`) on the equivalent Prome
 (bench/spin/ring.py), measured in the same run.
 
     .venv/bin/python bench/check.py                 # issue 12's table and the S2 T4 toggles
-    .venv/bin/python bench/check.py --grid          # stages 1-4 x tiles 1-8 x consumers 1-4 x
-                                                    # every toggle and none (1,024 rows: hours)
+    .venv/bin/python bench/check.py --grid full     # stages 1-4 x tiles 1-8 x consumers 1-4 x
+                                                    # every toggle and none (1,024 rows), with
+                                                    # progress on stderr and a summary
+    .venv/bin/python bench/check.py --grid full --slice 0/8 > part0.txt   # an eighth
+    .venv/bin/python bench/check.py --summarize part*.txt                 # one summary
     .venv/bin/python bench/check.py --config 4,8,4 --config 2,4,2,forget_phase_toggle
     .venv/bin/python bench/check.py --repeat 3      # best and median of three checker runs
     .venv/bin/python bench/check.py --no-spin       # the checker alone
     .venv/bin/python bench/check.py --unreduced     # also the plain breadth-first search
+    .venv/bin/python bench/check.py --stop-at-first # answer at the first shortest violation
 
-`verdict s`: when the verdict was known. For a safe row that is the whole search; for an unsafe
-row it is the first violation found (from then on the answer is `unsafe` even if a limit stops
-the search: a client asking with a shorter `timeout_s` gets it then). `answer s`: the whole
-answer as `check_config` builds it (the search to its end or its limit, `--timeout`, plus every
-counterexample's trace document); `*` marks a search a limit stopped. `states/s` divides the
-stored states (after the reductions) by the search time. SPIN stops at its first error, as the
-verdict column does. Without `spin` or `gcc` on PATH the SPIN columns say `skipped`.
+`verdict s`: when the verdict was known, counted from the pipeline's compile (as SPIN's total
+counts `spin -a` and gcc). For a safe row that is the whole search; for an unsafe row it is the
+first violation found (from then on the answer is `unsafe` even if a limit stops the search: a
+client asking with a shorter `timeout_s` gets it then). `answer s`: the whole answer as
+`check_config` builds it (the search to its end or its limit, `--timeout`, plus every
+counterexample's trace document); `*` marks a search a limit stopped. With `--stop-at-first`
+(implied by `--grid full`) the search stops once one kind's shortest counterexample is known, as
+a client asking `stop_at_first` gets it, and `verdict s` is that whole answer, its trace
+included (`--summarize` reads such a table the same way).
+`states/s` divides the stored states (after the reductions) by the search time. SPIN stops at its
+first error, as the verdict column does. Without `spin` or `gcc` on PATH the SPIN columns say
+`skipped`.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import shutil
 import statistics
 import sys
@@ -47,26 +57,33 @@ ISSUE_TABLE = [(4, 8, 2, None), (4, 16, 2, None), (3, 8, 3, None), (4, 8, 4, Non
 
 
 def checker(stages: int, tiles: int, consumers: int, bug: str | None, reduce: bool,
-            repeat: int, timeout: float) -> dict:
-    """What `check_config` does (search, then one trace per kind), timed in its parts."""
+            repeat: int, timeout: float, stop_at_first: bool = False) -> dict:
+    """What `check_config` does (compile, search, then one trace per kind), timed in its parts."""
     scenario = get(SCENARIO)
-    cfg = scenario.resolve({"stages": stages, "tiles": tiles, "consumers": consumers,
-                            "tile_bytes": 2048, "chunk_bytes": 1024}, [bug] if bug else [])
-    describe = scenario.describe(cfg)
     verdicts, answers, rates = [], [], []
     for _ in range(repeat):
         start = time.perf_counter()
+        cfg = scenario.resolve({"stages": stages, "tiles": tiles, "consumers": consumers,
+                                "tile_bytes": 2048, "chunk_bytes": 1024}, [bug] if bug else [])
+        describe = scenario.describe(cfg)
         explorer = Explorer(cfg, reduce)
-        out = explorer.explore(Limits(max_states=2_000_000, timeout_s=timeout))
+        begun = time.perf_counter() - start
+        out = explorer.explore(Limits(max_states=2_000_000, timeout_s=timeout,
+                                      stop_at_first=stop_at_first))
         for kind in out.found:
             violation(explorer, out, kind, describe)
         answers.append(time.perf_counter() - start)
-        verdicts.append(out.first_found_s if out.found else out.elapsed_s)
+        if stop_at_first:  # the client has its answer, counterexample and trace included
+            verdicts.append(answers[-1])
+        else:
+            verdicts.append(begun + (out.first_found_s if out.found else out.elapsed_s))
         rates.append(out.states / max(out.elapsed_s, 1e-9))
         del explorer
-    verdict = out.verdict + ("" if out.complete else "*")
+    limited = not out.complete and out.stopped_by != "first_violation"
+    verdict = out.verdict + ("*" if limited else "")
     return {"verdict": verdict, "states": out.states, "best": min(verdicts),
-            "median": statistics.median(verdicts), "answer": min(answers), "rate": max(rates)}
+            "median": statistics.median(verdicts), "answer": min(answers), "rate": max(rates),
+            "search_s": out.elapsed_s}
 
 
 def spin(stages: int, tiles: int, consumers: int, bug: str | None) -> dict | None:
@@ -75,17 +92,88 @@ def spin(stages: int, tiles: int, consumers: int, bug: str | None) -> dict | Non
     return run_spin(promela(stages, tiles, consumers, bug))
 
 
+STOP_NOTE = "each search stops at its first shortest violation"
+HEADER = (f"{'S':>1} {'T':>2} {'K':>1} {'toggle':<28} {'mode':<8} {'verdict':<9} "
+          f"{'states':>9} {'verdict s':>9} {'median':>7} {'answer s':>8} {'states/s':>9} | "
+          f"{'spin':<6} {'spin states':>11} {'spin s':>7} {'agree':>5} {'faster':>6}")
+
+
+def parse_row(line: str) -> dict | None:
+    """A reduced row of this table, read back (for `--summarize`); None for any other line."""
+    if "|" not in line or not line[:1].isdigit():
+        return None
+    left, right = line.split("|", 1)
+    f, g = left.split(), right.split()
+    if f[4] != "reduced":
+        return None
+    row = {"config": " ".join(f[:4]), "verdict": f[5].rstrip("*"),
+           "states": int(f[6].replace(",", "")),
+           "verdict_s": float(f[7]), "answer_s": float(f[9]),
+           "rate": float(f[10].replace(",", "")), "spin": None}
+    if g and g[0] != "skipped":
+        row["spin"] = {"verdict": g[0], "states": int(g[1].replace(",", "")),
+                       "total_s": float(g[2]), "agree": g[3] == "yes", "faster": g[4] == "yes"}
+    return row
+
+
+def summarize(rows: list[dict]) -> str:
+    """Rows, states/s, rows faster than SPIN, verdict agreements and the worst margin."""
+    states = sum(r["states"] for r in rows)
+    seconds = sum(r["states"] / max(r["rate"], 1e-9) for r in rows)
+    text = (f"reduced search: {len(rows)} configurations, {states:,} states in {seconds:.2f} s "
+            f"of search ({states / max(seconds, 1e-9):,.0f} states/s), "
+            f"{sum(r['verdict_s'] for r in rows):.2f} s to all verdicts")
+    compared = [r for r in rows if r["spin"]]
+    if compared:
+        worst = max(compared, key=lambda r: r["verdict_s"] / max(r["spin"]["total_s"], 1e-9))
+        ratio = worst["verdict_s"] / max(worst["spin"]["total_s"], 1e-9)
+        slow = [r["config"] for r in compared if not r["spin"]["faster"]]
+        wrong = [r["config"] for r in compared if not r["spin"]["agree"]]
+        text += (f"\nSPIN compared on {len(compared)} rows: verdicts agree on "
+                 f"{len(compared) - len(wrong)}, the checker is faster on "
+                 f"{len(compared) - len(slow)}; worst margin: {worst['config']} "
+                 f"{worst['verdict_s']:.3f} s against SPIN's {worst['spin']['total_s']:.2f} s "
+                 f"({ratio:.3f} of SPIN's time); SPIN's total "
+                 f"{sum(r['spin']['total_s'] for r in compared):.1f} s")
+        if slow:
+            text += "\nslower than SPIN: " + "; ".join(slow)
+        if wrong:
+            text += "\nverdicts differ: " + "; ".join(wrong)
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--grid", action="store_true", help="the whole grid of issue 12")
+    parser.add_argument("--grid", nargs="?", const="full", choices=["full"],
+                        help="the whole grid of issue 12 (implies --stop-at-first)")
+    parser.add_argument("--slice", default="0/1", metavar="I/N",
+                        help="run slice I of N (split the grid across processes)")
+    parser.add_argument("--summarize", nargs="+", metavar="FILE",
+                        help="read tables this script printed and print one summary")
     parser.add_argument("--config", action="append", default=[], metavar="S,T,K[,TOGGLE]")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds each search may take (the API's largest limit: 60)")
+    parser.add_argument("--stop-at-first", action="store_true",
+                        help="stop each search at its first shortest violation")
     parser.add_argument("--no-spin", action="store_true")
     parser.add_argument("--unreduced", action="store_true",
                         help="also run the search without reductions (slow)")
     args = parser.parse_args()
+    if args.summarize:
+        rows = []
+        for name in args.summarize:
+            text = Path(name).read_text()
+            answered = STOP_NOTE in text
+            for row in filter(None, map(parse_row, text.splitlines())):
+                if answered:  # the whole stop_at_first answer is when the client has it
+                    row["verdict_s"] = max(row["verdict_s"], row["answer_s"])
+                    if row["spin"]:
+                        row["spin"]["faster"] = row["verdict_s"] < row["spin"]["total_s"]
+                rows.append(row)
+        print(summarize(rows))
+        return
+    stop_at_first = args.stop_at_first or bool(args.grid)
     if args.config:
         rows = [(int(s), int(t), int(k), rest[0] if rest else None)
                 for s, t, k, *rest in (c.split(",") for c in args.config)]
@@ -94,24 +182,27 @@ def main() -> None:
                 for bug in TOGGLES]
     else:
         rows = ISSUE_TABLE + [(2, 4, k, bug) for k in (1, 2) for bug in TOGGLES]
+    first, step = map(int, args.slice.split("/"))
+    if step > 1:  # dealt in a fixed shuffled order, so slices take about the same time
+        dealt = rows[:]
+        random.Random(12).shuffle(dealt)
+        rows = sorted(dealt[first::step], key=rows.index)
     use_spin = not args.no_spin
     if use_spin and (shutil.which("spin") is None or shutil.which("gcc") is None):
         print("spin or gcc not found: the SPIN columns are skipped")
         use_spin = False
     print(f"{SCENARIO} tile_bytes=2048 chunk_bytes=1024 (python {sys.version.split()[0]}); "
-          f"checker best/median of {args.repeat}; * = a limit stopped the search")
-    header = (f"{'S':>1} {'T':>2} {'K':>1} {'toggle':<28} {'mode':<8} {'verdict':<9} "
-              f"{'states':>9} {'verdict s':>9} {'median':>7} {'answer s':>8} {'states/s':>9} | "
-              f"{'spin':<6} {'spin states':>11} {'spin s':>7} {'agree':>5} {'faster':>6}")
-    print(header)
-    print("-" * len(header))
-    totals = {"states": 0, "seconds": 0.0, "verdicts": 0.0, "faster": 0, "agree": 0,
-              "compared": 0, "rows": 0}
+          f"checker best/median of {args.repeat}; * = a limit stopped the search"
+          + (f"; {STOP_NOTE}" if stop_at_first else ""))
+    print(HEADER)
+    print("-" * len(HEADER))
     modes = [True, False] if args.unreduced else [True]
-    for stages, tiles, consumers, bug in rows:
+    done, began = [], time.perf_counter()
+    for number, (stages, tiles, consumers, bug) in enumerate(rows, 1):
         theirs = spin(stages, tiles, consumers, bug) if use_spin else None
         for reduce in modes:
-            ours = checker(stages, tiles, consumers, bug, reduce, args.repeat, args.timeout)
+            ours = checker(stages, tiles, consumers, bug, reduce, args.repeat, args.timeout,
+                           stop_at_first)
             line = (f"{stages:>1} {tiles:>2} {consumers:>1} {bug or '(correct)':<28} "
                     f"{'reduced' if reduce else 'full BFS':<8} {ours['verdict']:<9} "
                     f"{ours['states']:>9,} {ours['best']:>9.3f} {ours['median']:>7.3f} "
@@ -124,24 +215,13 @@ def main() -> None:
                 line += (f"{theirs['verdict']:<6} {theirs['states'] or 0:>11,} "
                          f"{theirs['total_s']:>7.2f} {'yes' if agree else 'NO':>5} "
                          f"{'yes' if faster else 'no':>6}")
-                if reduce:
-                    totals["compared"] += 1
-                    totals["agree"] += agree
-                    totals["faster"] += faster
-            if reduce:
-                totals["rows"] += 1
-                totals["states"] += ours["states"]
-                totals["seconds"] += ours["states"] / max(ours["rate"], 1e-9)
-                totals["verdicts"] += ours["best"]
             print(line, flush=True)
-    summary = (f"reduced search: {totals['rows']} configurations, {totals['states']:,} states in "
-               f"{totals['seconds']:.2f} s of search "
-               f"({totals['states'] / max(totals['seconds'], 1e-9):,.0f} states/s), "
-               f"{totals['verdicts']:.2f} s to all verdicts")
-    if totals["compared"]:
-        summary += (f"; SPIN compared on {totals['compared']}: verdicts agree on "
-                    f"{totals['agree']}, the checker is faster on {totals['faster']}")
-    print(summary)
+            if reduce:
+                done.append(parse_row(line))
+        if args.grid:
+            sys.stderr.write(f"[{number}/{len(rows)}] S{stages} T{tiles} K{consumers} "
+                             f"{bug or 'correct'}: {time.perf_counter() - began:.0f} s\n")
+    print(summarize(done))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help=f"stop after this many states (default {DEFAULT_MAX_STATES:,})")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help=f"stop after this many seconds (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--stop-at-first", action="store_true",
+                        help="stop at the first violation whose shortest schedule is known")
     parser.add_argument("--json", action="store_true",
                         help="print the whole answer (with trace documents) as JSON")
     parser.add_argument("--steps", action="store_true",
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = scenario.resolve(config_params(args), args.bugs)
     max_states, timeout_s = validate_limits(args.max_states, args.timeout, CLI_MAX_STATES,
                                             CLI_MAX_TIMEOUT_S)
-    limits = Limits(max_states, timeout_s, MAX_MEMORY)
+    limits = Limits(max_states, timeout_s, MAX_MEMORY, args.stop_at_first)
     bar = None if args.no_progress else ProgressBar(limits, sys.stderr)
     result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction)
     if bar is not None:

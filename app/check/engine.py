@@ -42,8 +42,14 @@ diagnostic kinds, or the length of the shortest counterexample of any kind:
    A counterexample is rebuilt on concrete states by replaying, at each edge of the path, the move
    whose successor has the recorded key.
 
+3. **A twin's move is not tried.** Identical agents with equal full signatures in a state move
+   to states with the same key, at the same cost, raising the same kinds; only the lowest-numbered
+   one's move is made (model.Canonical.twins).
+
 Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an estimate of
-`max_memory` bytes, or when cancelled, and reports how far it got.
+`max_memory` bytes, or when cancelled, and reports how far it got. With `stop_at_first` it also
+stops as soon as one kind's counterexample is proven shortest (`Explorer._proven`), the answer a
+client wanting only the verdict needs, as SPIN gives it.
 """
 
 from __future__ import annotations
@@ -86,6 +92,9 @@ class Limits:
     timeout_s: float = 20.0
     max_memory: int = 1 << 30
     """Bytes the stored states may take (an estimate: key bytes plus a fixed cost per state)."""
+    stop_at_first: bool = False
+    """Stop once one kind's counterexample is known to be a shortest one (SPIN stops at its
+    first error too): the verdict `unsafe` with that counterexample, `complete` false."""
 
 
 @dataclass
@@ -107,6 +116,9 @@ class Progress:
     depth: int
     frontier: int
     elapsed_s: float
+    found: dict[str, int] = field(default_factory=dict)
+    """Each kind found so far and the length of its best schedule yet: a client knows the
+    verdict `unsafe` from the first progress report that lists one."""
 
 
 @dataclass
@@ -140,9 +152,13 @@ class Exploration:
             return "unsafe"
         return "safe" if self.complete else "inconclusive"
 
+    proven: set[str] = field(default_factory=set)
+    """Kinds whose counterexample is known shortest before `depth` says so: one found while
+    expanding states of cost d with length d + 1, the least any unexpanded state can give."""
+
     def is_shortest(self, kind: str) -> bool:
         """Whether the counterexample for `kind` is known to be a shortest one."""
-        return self.complete or self.found[kind].steps <= self.depth
+        return self.complete or self.found[kind].steps <= self.depth or kind in self.proven
 
 
 class Explorer:
@@ -167,13 +183,20 @@ class Explorer:
 
     def successors(self, frozen: tuple, pend: list[int]):
         """Every (move, edge cost, record, closing diagnostics, machine, pending counts) from a
-        state, in move order. The machine is reused: read it before asking for the next one."""
+        state, in move order, but a twin agent's move (model.Canonical.twins: it leads to the
+        key an identical agent's move leads to). The machine is reused: read it before asking
+        for the next one."""
         machine = self.machine
         machine.thaw(frozen)
         n_agents = machine.n_agents
-        for i, move in enumerate(list(machine.ready)):
-            if i:
+        twins = self.canonical.twins(frozen, pend)
+        fresh = True
+        for move in list(machine.ready):
+            if move in twins:
+                continue
+            if not fresh:
                 machine.thaw(frozen)
+            fresh = False
             record = machine.step(move)
             after = list(pend)
             if move < n_agents:
@@ -210,6 +233,9 @@ class Explorer:
             current = min(buckets)
             bucket = buckets.pop(current)
             out.depth = current
+            if limits.stop_at_first and any(f.steps <= current for f in out.found.values()):
+                out.stopped_by = "first_violation"
+                return self._finish(out, start)
             for position, node in enumerate(bucket):
                 if cost[node] != current:
                     continue  # queued again at a lower cost, and expanded then
@@ -221,6 +247,8 @@ class Explorer:
                             self._found(out, diagnostic["kind"],
                                         current + pending_total(node_pend, self.machine.n_agents),
                                         node, None)
+                        if limits.stop_at_first and self._proven(out, current):
+                            return self._finish(out, start)
                     continue
                 expanded += 1
                 if expanded % CHECK_EVERY == 0:
@@ -234,7 +262,8 @@ class Explorer:
                         next_report = now + PROGRESS_EVERY_S
                         queued = sum(map(len, buckets.values())) + len(bucket) - position
                         progress(Progress(len(keys), out.transitions, current, queued,
-                                          now - start))
+                                          now - start,
+                                          {k: f.steps for k, f in out.found.items()}))
                 for _, step_cost, record, closing, machine, after in \
                         self.successors(frozen, node_pend):
                     out.transitions += 1
@@ -244,6 +273,8 @@ class Explorer:
                     for diagnostic in record["diagnostics"]:
                         if not any(diagnostic is d for d in at_stop):
                             self._found(out, diagnostic["kind"], reached, node, key)
+                    if limits.stop_at_first and out.found and self._proven(out, current):
+                        return self._finish(out, start)
                     if closing and any(not any(c is d for d in at_stop) for c in closing):
                         raise AssertionError(f"a local move raised {closing}: LOCAL_KINDS does "
                                              "not match this engine")
@@ -284,6 +315,21 @@ class Explorer:
         out.states = len(out.keys)
         out.elapsed_s = time.perf_counter() - start
         return out
+
+    @staticmethod
+    def _proven(out: Exploration, current: int) -> bool:
+        """Stop at the first violation (`Limits.stop_at_first`) if one is already shortest.
+
+        While states of cost `current` are expanded, every cheaper state was expanded, so no
+        state left can raise a move's diagnostic in fewer than current + 1 steps, nor reach a
+        deadlock (charged to the deadlocked state, not a move) in fewer than current."""
+        kinds = [kind for kind, found in out.found.items()
+                 if found.steps <= current + (found.child is not None)]
+        if not kinds:
+            return False
+        out.proven.update(kinds)
+        out.stopped_by = "first_violation"
+        return True
 
     @staticmethod
     def _found(out: Exploration, kind: str, steps: int, node: int, child: bytes | None) -> None:

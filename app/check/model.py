@@ -250,6 +250,34 @@ class Canonical:
                     perm[a] = slot
         return perm if perm is self.identity else tuple(perm)
 
+    def twins(self, frozen: tuple, pend: list) -> set[int]:
+        """Agents whose move need not be tried: each has a twin, an identical agent of lower
+        number with the same full signature (see `_sorting_renaming`).
+
+        Swapping two twins leaves the state as it is, and the engine treats identical agents
+        alike, so the twin's move leads to the swap of the state the first one's move leads
+        to: the same key, at the same cost (their pending counts are equal), raising the same
+        diagnostic kinds. Trying it would only find that key again."""
+        if not self.groups:
+            return set()
+        regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        n = self.n_agents
+        waits = _waits_by_agent(frozen)
+        out: set[int] = set()
+        for group in self.groups:
+            signatures = {a: (regs[a], bulk[a], pend[a], pend[n + a], tuple(waits.get(a, ())))
+                          for a in group}
+            if len(set(signatures.values())) == len(group):
+                continue
+            full = self._full_signatures(frozen, group, signatures)
+            first: dict[tuple, int] = {}
+            for a in group:
+                if full[a] in first:
+                    out.add(a)
+                else:
+                    first[full[a]] = a
+        return out
+
     def _full_signatures(self, frozen: tuple, group: tuple, signatures: dict) -> dict:
         """Each agent's signature with its owed entries, copies and tensor-core entries."""
         owed, tma, tensor_core = frozen[F_OWED], frozen[F_TMA], frozen[F_TC]

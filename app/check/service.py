@@ -36,6 +36,7 @@ STOP_REASONS = {
     "timeout": "the time limit",
     "memory": "the memory limit",
     "cancelled": "cancellation",
+    "first_violation": "the first violation (stop_at_first)",
 }
 
 
@@ -122,6 +123,9 @@ def summary(describe: dict, out: Exploration) -> str:
     if out.verdict == "safe":
         return (f"{what}: safe. No schedule reaches a diagnostic ({out.states:,} states "
                 f"explored).")
+    if out.verdict == "unsafe" and out.stopped_by == "first_violation":
+        return (f"{what}: unsafe. The search stopped at its first violation (stop_at_first): "
+                f"{listed}; other kinds may be reachable ({out.states:,} states explored).")
     if out.verdict == "unsafe" and not out.complete:
         return (f"{what}: unsafe. A limit ({out.stopped_by}) stopped the search after it found "
                 f"{listed}; other kinds may be reachable, and shorter schedules may exist "
@@ -164,7 +168,7 @@ def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
         def progress(p: Progress) -> None:
             report({"states_explored": p.states, "transitions": p.transitions,
                     "depth": p.depth, "frontier": p.frontier,
-                    "elapsed_s": round(p.elapsed_s, 3)})
+                    "elapsed_s": round(p.elapsed_s, 3), "found": p.found})
     try:
         return json.dumps(check_config(scenario, cfg, limits, progress, cancel),
                           separators=(",", ":"))

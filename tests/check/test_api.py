@@ -128,9 +128,21 @@ def test_stream_sends_progress_then_the_result(client):
     assert kinds[0] == "progress" and kinds[-1] == "result" and kinds.count("result") == 1
     progress = [data for kind, data in events if kind == "progress"]
     assert len(progress) >= 2 and progress[-1]["states_explored"] > 0
-    assert {"states_explored", "depth", "frontier", "elapsed_s"} <= progress[-1].keys()
+    assert {"states_explored", "depth", "frontier", "elapsed_s", "found"} <= progress[-1].keys()
     result = events[-1][1]
     assert result["verdict"] in ("inconclusive", "unsafe") and result["stopped_by"] == "timeout"
+
+
+def test_progress_says_unsafe_as_soon_as_a_violation_is_found(client):
+    body = {**BIG, "bugs": ["wrong_arrival_count"], "timeout_s": 0.8}
+    with client.stream("POST", "/api/v1/check/stream", json=body) as r:
+        events = read_events(r)
+    found = [data["found"] for kind, data in events if kind == "progress" and data["found"]]
+    assert all("found" in data for kind, data in events if kind == "progress")
+    assert found, "no progress event listed a violation"
+    result = events[-1][1]
+    assert result["verdict"] == "unsafe"
+    assert set(found[0]) <= {v["kind"] for v in result["violations"]}
 
 
 def test_get_stream_for_event_source(client):
@@ -184,3 +196,25 @@ async def _latencies_during_a_long_check() -> list[float]:
 def test_a_check_does_not_block_the_event_loop():
     latencies = run_async(_latencies_during_a_long_check)
     assert max(latencies) < 0.5, latencies
+
+
+def test_stop_at_first_answers_with_one_shortest_counterexample(client):
+    whole = client.post("/api/v1/check", json=UNSAFE).json()
+    body = client.post("/api/v1/check", json={**UNSAFE, "stop_at_first": True}).json()
+    assert body["verdict"] == "unsafe" and body["stopped_by"] == "first_violation"
+    assert body["complete"] is False
+    first = body["violations"][0]
+    assert first["shortest"] and first["steps"] == whole["violations"][0]["steps"]
+    assert body["states_explored"] <= whole["states_explored"]
+    query = {"scenario": "double_buffer_tma", "stages": 1, "tiles": 2, "consumers": 2,
+             "bugs": "wrong_arrival_count", "stop_at_first": "true"}
+    with client.stream("GET", "/api/v1/check/stream", params=query) as response:
+        text = "".join(response.iter_text())
+    result = json.loads(text.split("event: result\ndata: ", 1)[1].split("\n", 1)[0])
+    assert result["stopped_by"] == "first_violation"
+
+
+def test_stop_at_first_must_be_a_boolean(client):
+    response = client.post("/api/v1/check", json={**UNSAFE, "stop_at_first": "yes"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "stop_at_first"]

@@ -26,6 +26,42 @@ def test_state_limit_after_violations_is_unsafe_and_incomplete():
     assert out.depth > 0
 
 
+TOGGLES = ["forget_phase_toggle", "forget_producer_phase_toggle", "expect_tx_short",
+           "expect_tx_long", "consumer_skips_release", "producer_skips_empty_wait",
+           "wrong_arrival_count"]
+
+
+@pytest.mark.parametrize("bug,params", [
+    *((bug, {"stages": 2, "tiles": 4, "consumers": 2}) for bug in TOGGLES),
+    *((bug, {"stages": 1, "tiles": 2, "consumers": 3}) for bug in TOGGLES),
+])
+def test_stop_at_first_gives_the_shortest_of_the_first_kind(bug, params):
+    """The first kind the full search finds shortest is the one stop_at_first answers with,
+    with the same length and fewer states."""
+    _, whole = explore("double_buffer_tma", [bug], **params)
+    explorer, out = explore("double_buffer_tma", [bug], limits=Limits(stop_at_first=True),
+                            **params)
+    assert out.verdict == "unsafe" and whole.complete
+    assert out.stopped_by == "first_violation" or out.complete
+    assert out.states <= whole.states
+    shortest = min(f.steps for f in whole.found.values())
+    assert any(out.is_shortest(kind) for kind in out.found)
+    for kind, found in out.found.items():
+        if out.is_shortest(kind):
+            assert found.steps == whole.found[kind].steps
+    assert min(f.steps for f in out.found.values()) == shortest
+    scenario = get("double_buffer_tma")
+    result = check_config(scenario, explorer.cfg, Limits(stop_at_first=True))
+    assert result["verdict"] == "unsafe" and result["violations"][0]["shortest"]
+    assert result["violations"][0]["steps"] == shortest
+
+
+def test_stop_at_first_on_a_safe_configuration_searches_everything():
+    _, out = explore("double_buffer_tma", limits=Limits(stop_at_first=True), stages=2, tiles=4,
+                     consumers=2)
+    assert out.verdict == "safe" and out.complete and out.stopped_by is None
+
+
 def test_state_limit_with_nothing_found_is_inconclusive():
     _, out = explore("double_buffer_tma", limits=Limits(max_states=500), **BIG)
     assert out.verdict == "inconclusive" and out.stopped_by == "max_states"

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from app.api.errors import fail
 from app.api.responses import errors
@@ -40,7 +40,7 @@ from app.scenarios import PARAM_NAMES, ParamError
 
 router = APIRouter(prefix="/check", tags=["check"])
 
-QUERY_NAMES = {"scenario", "bugs", "max_states", "timeout_s", *PARAM_NAMES}
+QUERY_NAMES = {"scenario", "bugs", "max_states", "timeout_s", "stop_at_first", *PARAM_NAMES}
 
 
 class CheckRequest(BaseModel):
@@ -55,6 +55,8 @@ class CheckRequest(BaseModel):
     bugs: Annotated[list[Annotated[str, Field(max_length=60)]], Field(max_length=16)] = []
     max_states: Annotated[StrictInt, Field(ge=1, le=MAX_STATES)] = DEFAULT_MAX_STATES
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S
+    stop_at_first: StrictBool = False
+    """Answer at the first violation whose shortest schedule is known (docs/checker.md)."""
 
 
 class Violation(BaseModel):
@@ -83,7 +85,7 @@ class _Job:
     """A validated check: the scenario and configuration, resolved before any work starts."""
 
     def __init__(self, body: CheckRequest, location: str):
-        self.limits = Limits(body.max_states, body.timeout_s, MAX_MEMORY)
+        self.limits = Limits(body.max_states, body.timeout_s, MAX_MEMORY, body.stop_at_first)
         params = body.params if isinstance(body.params, dict) else params_dict(body.params)
         if (body.source is None) == (body.scenario is None):
             raise fail(422, location, "scenario" if body.source is None else "source",
@@ -149,6 +151,7 @@ async def get_check_stream(
     bugs: Annotated[str, Query(max_length=400)] = "",
     max_states: Annotated[int, Query(ge=1, le=MAX_STATES)] = DEFAULT_MAX_STATES,
     timeout_s: Annotated[float, Query(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S,
+    stop_at_first: bool = False,
 ):
     """`POST /check/stream` for `EventSource`: the request as query parameters."""
     for name in request.query_params:
@@ -160,7 +163,7 @@ async def get_check_stream(
     body = CheckRequest.model_construct(
         scenario=scenario, params=Params(**params),
         bugs=[b.strip() for b in bugs.split(",") if b.strip()], max_states=max_states,
-        timeout_s=timeout_s)
+        timeout_s=timeout_s, stop_at_first=stop_at_first)
     return _stream(await _Job(body, "query").ready())
 
 
@@ -190,7 +193,7 @@ def _stream(job: _Job):
 async def _events(queue: asyncio.Queue, task: asyncio.Task):
     try:
         yield _event("progress", {"states_explored": 0, "transitions": 0, "depth": 0,
-                                  "frontier": 1, "elapsed_s": 0.0})
+                                  "frontier": 1, "elapsed_s": 0.0, "found": {}})
         while True:
             kind, payload = await queue.get()
             yield _event(kind, payload)
