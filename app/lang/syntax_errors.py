@@ -1,0 +1,121 @@
+"""Syntax errors in words, for the person who typed the pipeline: what the parser accepts at the
+point it stopped (asked of Lark's interactive parser, not LALR's merged lookahead), the grammar's
+unnamed literals spelled as written, and the commonest slip, a line without its `;`, found by
+parsing again with one inserted."""
+
+from __future__ import annotations
+
+from lark import Lark
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from .errors import PipelineError, expected_words
+
+
+def explain(text: str, err: UnexpectedInput, parser: Lark) -> PipelineError:
+    """The PipelineError for a parse of `text` that `parser` stopped with `err`."""
+    return _missing_semicolon(text, err, parser) or _syntax_error(text, err, parser)
+
+
+def _missing_semicolon(text: str, err: UnexpectedInput, parser: Lark) -> PipelineError | None:
+    """The commonest slip: a line without its `;`, which the parser only notices on a later
+    line. If a `;` at the end of the code line before the error lets the parse go further, that
+    is the error to report."""
+    pos = getattr(err, "pos_in_stream", None)
+    if pos is None and isinstance(err, UnexpectedToken):
+        pos = err.token.start_pos
+    if pos is None:
+        return None
+    before = _end_of_previous(text, text.rfind("\n", 0, pos) + 1)
+    if before is None:
+        return None
+    line, column = before
+    starts = [0]
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            starts.append(i + 1)
+    at = starts[line - 1] + column - 1
+    if text[at - 1:at] in (";", "{", "}", ",", "(", "["):
+        return None
+    try:
+        parser.parse(text[:at] + ";" + text[at:])
+    except UnexpectedInput as again:
+        later = getattr(again, "pos_in_stream", None)
+        if later is None and isinstance(again, UnexpectedToken):
+            later = again.token.start_pos
+        if later is None or later <= pos + 1:
+            return None
+    return PipelineError("a `;` is missing at the end of this line", line, column,
+                         hint="every declaration and instruction ends with `;`")
+
+
+def _named(expected, parser: Lark) -> set[str]:
+    """Lark's names for the grammar's unnamed literals (`__ANON_2`) as the literal itself."""
+    literals = {t.name: f"`{t.pattern.value}`" for t in parser.terminals
+                if t.name.startswith("__ANON") and t.pattern.type == "str"}
+    return {literals.get(name, name) for name in expected}
+
+
+def _syntax_error(text: str, err: UnexpectedInput, parser: Lark) -> PipelineError:
+    line, column = getattr(err, "line", 1), getattr(err, "column", 1)
+    if isinstance(err, UnexpectedToken) and err.interactive_parser is not None:
+        # LALR merges lookaheads; asking the parser which tokens it accepts here is exact
+        try:
+            err.expected = err.interactive_parser.accepts() or err.expected
+        except Exception:  # noqa: BLE001 - keep Lark's own set if the probe fails
+            pass
+    if getattr(err, "expected", None) is not None:
+        err.expected = _named(err.expected, parser)
+    if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken)
+                                          and err.token.type == "$END"):
+        lines = text.rstrip().splitlines() or [""]
+        expected = expected_words(err.expected)
+        return PipelineError(f"the text ends here, but {expected} was expected",
+                             len(lines), len(lines[-1]) + 1,
+                             hint="is a `}` or a `;` missing?")
+    if isinstance(err, UnexpectedToken):
+        got = str(err.token)
+        expected = err.expected
+        if got == ".":
+            return PipelineError("unexpected `.`", line, column,
+                                 hint="is the instruction misspelled? PTX instructions here "
+                                      "start with mbarrier., cp., fence., tcgen05., ld. or st.")
+        if "SEMICOLON" in expected:
+            before = _end_of_previous(text, err.token.start_pos)
+            if before is not None and before[0] < line:
+                return PipelineError("a `;` is missing at the end of this line", *before,
+                                     hint="every declaration and instruction ends with `;`")
+            want = "`,` or `;`" if "COMMA" in expected else "`;`"
+            if set(expected) - {"SEMICOLON", "COMMA"}:  # LALR's lookahead: say all of it
+                want = expected_words(expected)
+            return PipelineError(f"unexpected `{got[:40]}`: expected {want}", line, column,
+                                 hint=_hint(got, expected))
+        return PipelineError(f"unexpected `{got[:40]}`: expected {expected_words(expected)}",
+                             line, column, hint=_hint(got, expected))
+    if isinstance(err, UnexpectedCharacters):
+        char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
+        hint = None
+        if char == ".":
+            hint = ("PTX instructions start with mbarrier, cp, fence, tcgen05, ld or st; "
+                    "a register's field is written `pipe_state.index`")
+        return PipelineError(f"unexpected character `{char}`", line, column, hint=hint)
+    return PipelineError(str(err).splitlines()[0], line, column)
+
+
+def _end_of_previous(text: str, pos: int) -> tuple[int, int] | None:
+    """(line, column) just after the last character of code before `pos` (comments skipped)."""
+    lines = text[:pos].split("\n")
+    for back in range(len(lines) - 1, -1, -1):
+        code = lines[back].split("//")[0].rstrip()
+        if back == len(lines) - 1:
+            code = lines[back].rstrip() if "//" not in lines[back] else code
+        if code.strip():
+            return back + 1, len(code) + 1
+    return None
+
+
+def _hint(got: str, expected) -> str | None:
+    if "SEMICOLON" in expected:
+        return "every declaration and instruction ends with `;`"
+    if got in ("{", "}") and "RBRACE" not in expected:
+        return "braces must pair up"
+    return None
