@@ -6,7 +6,8 @@ pending count, whether a bounded wait returned or gave up, which chunks of a sta
 read expected). This module turns that log into the engine's own moves and checks the engine
 against it:
 
-1. The logged lines of CTA 0 are merged into one order by clock: an operation that changes state
+1. The logged lines of CTA 0 (of cluster 0: `gpu_log.align_clocks` puts its CTAs on one clock)
+   are merged into one order by clock: an operation that changes state
    (arrive, copy issue, write) at the clock read *before* it, an observation (wait, read,
    `wait_group`) at the clock read *after* it returned. All warps of a CTA share one SM's clock,
    and an effect is always ordered before an observation that depends on it.
@@ -15,10 +16,10 @@ against it:
    stands on the logged node; standing anywhere else is a control-flow divergence.
 3. TMA landings, which no thread sees, are inferred between a copy's issue and the observation
    that needs them: a wait that returned lands the fewest chunks that complete the phase, one at
-   a time; a read whose words were all right lands the chunks it read; an arrive whose token names
+   a time; a read lands as many chunks of its tile as it found right; an arrive whose token names
    a later phase lands what completed the earlier one; a wait that gave up lands every chunk in
-   flight to its barrier as the H200 applies one bulk copy, in one piece (held complete-tx), and
-   the engine must still block there.
+   flight to its barrier, holding complete-tx where the engine offers it (the grouping that steps
+   the count over zero, as the H200 does: traces/probes.json), and the engine must still block.
 4. At the end, agents the GPU finished must be able to finish; a kernel that trapped must have an
    engine move that is undefined behaviour next; agents that timed out must stay blocked.
 
@@ -40,12 +41,12 @@ from app.sim.copies import (
     OP_WRITING,
     STORE,
 )
-from app.sim.machine import DONE, RUNNING, UNDEFINED, Machine, MoveError
+from app.sim.machine import UNDEFINED, Machine
 from app.sim.program import Line
 from app.sim.schedule import Schedule
-from app.sim.smem import TILE_SPAN
 from app.sim.trace import Run
 
+from .gpu_end import Divergence, RunEnd
 from .gpu_log import (  # noqa: F401 - ReplayError, config_of, gpu_records, merged: this module's API
     CLOCK_GHZ,
     OBSERVATIONS,
@@ -67,14 +68,8 @@ LOOKBACK = 4
 ARRIVES = ("arrive", "arrive_drop", "arrive_expect_tx")
 
 
-class Divergence(Exception):
-    def __init__(self, why: str):
-        super().__init__(why)
-        self.why = why
-
-
 @dataclass
-class GpuOrderReplay:
+class GpuOrderReplay(RunEnd):
     """The engine driven by a GPU log; build with `replay(raw)`."""
 
     raw: dict
@@ -386,158 +381,6 @@ class GpuOrderReplay:
                 break
             self.store_step(stores[0])
         self.step_agent(a)
-
-    # --------------------------------------------------------------------------------- ends
-
-    def end_agent(self, a: int, rec: GpuRecord) -> None:
-        m = self.m
-        status = rec.detail
-        if status != 0:
-            return
-        code = m.code[a]
-        while m.regs[a][0] < code.end:
-            pc = m.regs[a][0]
-            if code.kinds[pc] != "assign":
-                raise Divergence(f"{m.agents[a].name} finished on the GPU; the engine still "
-                                 f"has node {pc} (`{code.nodes[pc].text}`) to run")
-            self.move(a)
-
-    def finish(self) -> None:
-        """After the last record: a trap, timeouts or a clean end, each checked."""
-        m = self.m
-        error = self.raw.get("error")
-        if error:
-            self.gpu_status = "hardware_trap"
-            self.trap(error)
-            return
-        # drain what is still in flight: loads land, stores finish
-        for _ in range(1_000_000):
-            if m.status != RUNNING or not m.tma:
-                break
-            if m.tma[0][OP_DIR] == STORE:
-                self.store_step(0)
-            else:
-                self.move(m.n_agents + 1)
-            self.stop_if_ended()
-        self.check_stores()
-        if self.gpu_status == "deadlock":
-            if m.status == DONE:
-                raise Divergence("agents timed out on the GPU; the engine finished the run")
-            return
-        if m.status != DONE:
-            blocked = [m.agents[i].name for i in range(m.n_agents)
-                       if m.current_line(i) is not None]
-            raise Divergence(f"every agent finished on the GPU; in the engine "
-                             f"{', '.join(blocked) or 'the run'} did not ({m.status})")
-
-    def gpu_stored(self, dst_tile: int) -> int | None:
-        """The engine id of the one tile whose words the GPU left in store destination
-        `dst_tile` (CTA 0's `dst` report), or None when unknown or mixed."""
-        dst = self.raw.get("dst") or {}
-        program = self.m.program
-        t, k = divmod(dst_tile, TILE_SPAN)
-        name = program.tensors[t][0]
-        if self.cta != 0 or name not in dst:
-            return None
-        found = dst[name]["cta0"][k]
-        if len(found) != 1:
-            return None
-        number = found[0][0]
-        tiles = self.raw["layout"]["tensor_tiles"]
-        for u, (_, elements, _) in enumerate(program.tensors):
-            if tiles[u] <= number < tiles[u] + elements:
-                return u * TILE_SPAN + number - tiles[u]
-        return None
-
-    def store_step(self, k: int) -> None:
-        """A bulk store reads its next chunk; where the GPU's destination shows the store read a
-        tile still in flight in the engine, that tile's chunks land first."""
-        m = self.m
-        op = m.tma[k]
-        if not op[OP_WRITING]:
-            want = self.gpu_stored(op[OP_TILE])
-            stage, chunk = op[OP_STAGE], op[OP_NEXT]
-            for _ in range(100_000):
-                if want is None or m.chunks[stage][chunk][0] == want:
-                    break
-                ks = [i for i in self.loads(stage=stage, tile=want)
-                      if m.tma[i][OP_NEXT] <= chunk]
-                if not ks:
-                    break
-                self.land(ks[0])
-            k = m.tma.index(op)
-        self.move(m.n_agents + 1 + k)
-
-    def check_stores(self) -> None:
-        """What the bulk stores left in global memory (the runner's `dst` report of CTA 0)
-        against the tiles the engine's stores read out of shared memory."""
-        dst = self.raw.get("dst") or {}
-        if self.cta != 0 or not dst:
-            return
-        program = self.m.program
-        tiles = self.raw["layout"]["tensor_tiles"]
-        flagged = any(d["kind"] == "proxy_fence_missing" for d in self.run.diagnostics)
-        for t, (name, elements, _) in enumerate(program.tensors):
-            if name not in dst:
-                continue
-            for k in range(elements):
-                own = t * TILE_SPAN + k
-                chunks = self.stored.get(own)
-                engine = ({tiles[x // TILE_SPAN] + x % TILE_SPAN if x >= 0 else -1
-                           for x in chunks.values()} if chunks else {tiles[t] + k})
-                gpu = {tile for tile, _ in dst[name]["cta0"][k]}
-                self.checked += 1
-                agrees = gpu == engine
-                self.observations.append({
-                    "step": self.run.total_steps, "agent": None, "node": None,
-                    "what": f"{name}[{k}] in global memory", "gpu": sorted(gpu),
-                    "engine": sorted(engine), "agrees": agrees})
-                if not agrees and not flagged:
-                    raise Divergence(f"{name}[{k}] holds words of tiles {sorted(gpu)} on the "
-                                     f"GPU; the engine's stores wrote tiles {sorted(engine)}")
-                if not agrees:
-                    self.notes.append(f"{name}[{k}] holds tiles {sorted(gpu)}, not "
-                                      f"{sorted(engine)}: a store read shared memory that "
-                                      "threads wrote with no proxy fence (flagged)")
-
-    def trap(self, error: dict) -> None:
-        """The kernel trapped: the engine's next move by some agent must be undefined."""
-        m = self.m
-        for attempt in range(2):
-            for a in range(m.n_agents):
-                if not m.agent_enabled(a):
-                    continue
-                probe = Machine(self.cfg)
-                probe.thaw(m.freeze(), m.step_no)
-                try:
-                    while probe.current_line(a) is not None and probe.code[a].kinds[
-                            probe.regs[a][0]] == "assign":
-                        probe.step(a)
-                    record = probe.step(a)
-                except MoveError:
-                    continue
-                if probe.status == UNDEFINED:
-                    while m.code[a].kinds[m.regs[a][0]] == "assign":
-                        self.move(a)
-                    self.move(a)
-                    kinds = [d["kind"] for d in record["diagnostics"]]
-                    self.notes.append(f"the H200 trapped ({error.get('name')}); the engine's "
-                                      f"next move by {m.agents[a].name} is "
-                                      f"{', '.join(kinds)}")
-                    return
-            if attempt == 0:  # maybe the landings the trap overtook complete a phase first
-                while m.status == RUNNING and self.loads():
-                    self.land(self.loads()[0])
-        grid = (self.raw.get("launch") or {}).get("grid", 1)
-        if grid > 1:
-            # A trap in any CTA ends them all: CTA 0's log is a consistent prefix of its run.
-            self.notes.append(f"the H200 trapped ({error.get('name')}) with {grid} CTAs "
-                              f"running; CTA {self.cta}'s next move is defined, so another CTA "
-                              f"trapped: what CTA {self.cta} logged agrees with the engine up to "
-                              "where it stopped")
-            return
-        raise Divergence(f"the kernel trapped ({error.get('name')}); no next move in the "
-                         "engine is undefined behaviour")
 
     # -------------------------------------------------------------------------------- report
 
