@@ -183,7 +183,7 @@ SCALE = [
      3072, 4, 1024, 3000),
     ("long", "arrive.expect_tx 5120, then four 1,024-byte copies", 5120, 4, 1024, 0),
 ]
-PIECES = [16, 32, 64, 128, 256, 512, 1024, 2048]
+PIECES = [16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 3584, 3968, 4032, 4064, 4080]
 """Bytes announced for one 4,096-byte copy: early completion needs a piece boundary there."""
 DEADLINE_CYCLES = 100_000  # about 50 us: a 4 KiB copy lands in about 1 us
 
@@ -320,13 +320,7 @@ def _scale_doc(measured: dict | None, previous: dict | None) -> dict:
         "granularity": {
             "piece_bytes": smallest,
             "rows": pieces,
-            "evidence": (f"Announcing {smallest} bytes for one 4,096-byte copy completed the "
-                         "phase early in some phases, so a copy's bytes reach the tx-count in "
-                         f"pieces of {smallest} bytes or a multiple; the built-in pipelines "
-                         "group by chunk_bytes (1,024 by default), coarser than silicon, so "
-                         f"these rows' model uses {smallest}-byte chunks."
-                         if smallest else "No announcement below the copy's size ever "
-                                          "completed early."),
+            "evidence": _granularity(pieces, smallest),
         },
     }
     if reuse:
@@ -345,6 +339,18 @@ def _scale_doc(measured: dict | None, previous: dict | None) -> dict:
                      "deadlock.",
         }
     return doc
+
+
+def _granularity(pieces: list[dict], smallest: int | None) -> str:
+    """What the piece rows say about the size of the pieces, in one sentence."""
+    if not smallest:
+        return "No announcement below the copy's size ever completed early."
+    never = [r["announced"] for r in pieces if not r.get("early")]
+    return (f"Announcing N bytes for one 4,096-byte copy completed the phase early for N = "
+            f"{smallest} and up, but never for N = {', '.join(f'{n:,}' for n in never)}: a "
+            f"copy's bytes reach the tx-count in pieces of {smallest} bytes or a multiple. The "
+            "built-in pipelines group by chunk_bytes (1,024 by default), coarser than silicon, so "
+            f"these rows' model uses {smallest}-byte chunks.")
 
 
 def main(argv: list[str] | None = None) -> int:
