@@ -21,7 +21,7 @@ from app.resources import traces_dir
 from app.sim import SCHEMA_PATH
 
 MAX_BYTES = 2 * 1024 * 1024
-"""Largest trace file served (the shipped ones stay under 600 KB)."""
+"""Largest trace file served (the shipped ones stay under 750 KB)."""
 KERNEL_MAX_BYTES = 512 * 1024
 """Largest kernel text served beside a replay (the generated ones are about 33 KB)."""
 PROBES_FORMAT = "mbarrier-inspector/tx-probes"

@@ -1,0 +1,113 @@
+"""A counterexample rebuilt on concrete machines: the search (`app.check.engine`) stores only
+keys, costs and parents, so the shortest schedule for a kind is found again by replaying, at each
+edge of the path, the move whose successor has the recorded key, then dropping the local moves no
+later move needs (the engine's module docstring says why that keeps the schedule shortest)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.sim.machine import RUNNING, Machine
+
+from .model import close, new_pend
+
+if TYPE_CHECKING:
+    from .engine import Exploration, Explorer
+
+
+def schedule(explorer: Explorer, out: Exploration, kind: str) -> list[str]:
+    """The shortest schedule found for `kind`, as mover names (`Schedule('manual')` form).
+
+    Replays the path of keys on concrete machines (a key may name a renamed state, so at
+    each edge the move whose successor has the next key is looked for), then drops the local
+    moves no later move needs (see the module docstring).
+    """
+    found = out.found[kind]
+    path: list[tuple[bytes, int, str | None]] = []  # (key, cost, kind the move must raise)
+    if found.child is not None:
+        path.append((found.child, found.steps, kind))
+    node = found.node
+    while node != -1:
+        path.append((out.keys[node], out.cost[node], None))
+        node = out.parent[node]
+    path.reverse()
+    key_of = explorer.canonical.key
+    log: list[tuple] = []  # ("move", name, agent or None) and what `close` made
+    machine = Machine(explorer.cfg)
+    pend = new_pend(machine.n_agents)
+    _close_logged(explorer, machine, pend, log)
+    if key_of(machine.freeze(), pend) != path[0][0]:
+        raise AssertionError("the initial state does not match the search's root")
+    at_cost = 0
+    for target, target_cost, raises in path[1:]:
+        frozen = machine.freeze()
+        for move in list(machine.ready):
+            trial = Machine(explorer.cfg)
+            trial.thaw(frozen, machine.step_no)
+            trial_pend, trial_log = list(pend), []
+            is_agent = move < trial.n_agents
+            trial_log.append(("move", trial.moves()[move], move if is_agent else None))
+            record = trial.step(move)
+            step_cost = 1
+            if is_agent:
+                step_cost += trial_pend[move]
+                trial_pend[move] = 0
+            if at_cost + step_cost != target_cost:
+                continue
+            if raises and not any(d["kind"] == raises for d in record["diagnostics"]):
+                continue
+            _close_logged(explorer, trial, trial_pend, trial_log)
+            if key_of(trial.freeze(), trial_pend) == target:
+                machine, pend, at_cost = trial, trial_pend, target_cost
+                log.extend(trial_log)
+                break
+        else:
+            raise AssertionError("no move leads to the next state of the counterexample")
+    if found.child is None:  # reported at a deadlock: every pending move counts
+        return [entry[-1] if entry[0] == "read" else entry[1] if entry[0] == "move"
+                else entry[2] for entry in log if entry[0] != "charge"]
+    return _drop_unneeded_locals(log)
+
+
+def _close_logged(explorer: Explorer, machine: Machine, pend: list, log: list) -> None:
+    if machine.status != RUNNING:
+        return
+    close(machine, explorer.local, pend, log, explorer.reads)
+
+
+def _drop_unneeded_locals(log: list[tuple]) -> list[str]:
+    """Drop each agent's local moves made after its last other move (no later move needs them),
+    and each store read that no kept `wait_group` needed.
+
+    The last move (the one that raised the diagnostic) is never local, so it is kept.
+    """
+    last_other: dict[int, int] = {}
+    for i, entry in enumerate(log):
+        if entry[0] == "move" and entry[2] is not None:
+            last_other[entry[2]] = i
+    needed_at: dict[int, int] = {}  # read's index -> index of the wait_group that charged it
+    uncharged: dict[int, list[tuple[int, int]]] = {}  # agent -> [(read's index, group)]
+    for i, entry in enumerate(log):
+        if entry[0] == "read":
+            uncharged.setdefault(entry[1], []).append((i, entry[2]))
+        elif entry[0] == "charge":
+            _, agent, limit = entry
+            rest = []
+            for index, group in uncharged.get(agent, []):
+                if group < limit:
+                    needed_at[index] = i + 1  # the wait_group's own entry comes next
+                else:
+                    rest.append((index, group))
+            uncharged[agent] = rest
+    out = []
+    for i, entry in enumerate(log):
+        kind = entry[0]
+        if kind == "move":
+            out.append(entry[1])
+        elif kind == "local":
+            if i < last_other.get(entry[1], -1):
+                out.append(entry[2])
+        elif kind == "read":
+            if i in needed_at and needed_at[i] < last_other.get(entry[1], -1):
+                out.append(entry[3])
+    return out
