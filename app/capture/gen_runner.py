@@ -91,12 +91,10 @@ def plan(cap: GenCapture) -> Plan:
     cuda = G.generate(cfg.program, title=scenario_id or cap.name, params=params, bugs=cfg.bugs)
     # Size each agent's log from a simulated run: twice the longest agent's lines, and room.
     run = Run.complete(cfg, Schedule("round_robin"), step_limit=200_000)
-    machine = run.machine_at(0)
     counts = [0] * len(cfg.program.agents)
     for move in run.choices:
         if move < len(counts):
             counts[move] += 1
-    del machine
     cap_records = max(256, 2 * max(counts, default=0) + 64)
     return Plan(cap, scenario_id, source, cfg.source_sha256, params, sorted(cfg.bugs),
                 cfg.program, cuda, G.layout(cfg.program), cap_records)
