@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .codegen import generate, layout, prelude
+from .codegen import COMPILE_OPTIONS, generate, layout, prelude
 
 PIPELINE = Path(__file__).with_name("pipelines") / "bandwidth_ring.pipe"
 SMEM_HEADER = 128
@@ -81,7 +81,6 @@ extern "C" __global__ void tma_ring_bandwidth_kernel(
 """
 """The hand-written reference (lag 0 or 1)."""
 
-OPTIONS = ("-std=c++17", "-arch=sm_90a")
 
 
 def generated_program(stages: int, tiles: int, tile_bytes: int):
@@ -112,7 +111,7 @@ def run_bandwidth(total_bytes: int = 4 << 30, stages: list[int] | None = None,
     info = device_info()
     sms = info["sm_count"]
     optin = rt.deviceGetAttribute(97, 0)  # cudaDevAttrMaxSharedMemoryPerBlockOptin
-    reference = cupy.RawKernel(REFERENCE, "tma_ring_bandwidth_kernel", options=OPTIONS)
+    reference = cupy.RawKernel(REFERENCE, "tma_ring_bandwidth_kernel", options=COMPILE_OPTIONS)
     src = cupy.arange(total_bytes // 4, dtype=cupy.uint32)
     dst = cupy.empty_like(src)
     errors = cupy.zeros(1, dtype=cupy.uint32)
@@ -214,7 +213,7 @@ def _generated(cupy, np, stages: int, tile: int, total_bytes: int, sms: int, opt
         row.update(fits=False, gbps=None, ms=None, correct=None)
         return row
     fn = cupy.RawKernel(generate(program, "bandwidth_ring", logging=False), "pipeline_kernel",
-                        options=OPTIONS)
+                        options=COMPILE_OPTIONS)
     fn.max_dynamic_shared_size_bytes = lay.smem_bytes
     words = lay.gmem_cta_bytes // 4
     gmem = cupy.zeros((sms, words), dtype=cupy.uint32)

@@ -24,6 +24,7 @@ from app.sim.program import Program
 
 from .agent_code import AgentWriter
 from .kernel_layout import (  # noqa: F401 - the names other modules import from here
+    COMPILE_OPTIONS,
     ERROR_OPERAND_RANGE,
     ERROR_OUT_OF_BOUNDS,
     HOPPER_MISSING,

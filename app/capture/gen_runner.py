@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import codegen as G
+from .codegen import COMPILE_OPTIONS
 
 RAW_FORMAT = "mbarrier-inspector/raw-gpu-log"
 RAW_VERSION = 2
 CLOCK_HZ_GUESS = 1.98e9
-COMPILE_OPTIONS = ("-std=c++17", "-arch=sm_90a")
 
 
 @dataclass

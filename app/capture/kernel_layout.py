@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from app.sim.program import Line, Program
 
+COMPILE_OPTIONS = ("-std=c++17", "-arch=sm_90a")
+"""NVRTC options of every kernel built here (Hopper's architecture-specific features)."""
 RECORD_WORDS = 8
 STAGE_RECORDS = 32
 """Records each agent keeps in shared memory before they are copied to the host."""

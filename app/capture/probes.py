@@ -28,9 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .codegen import prelude
-
-OPTIONS = ("-std=c++17", "-arch=sm_90a")
+from .codegen import COMPILE_OPTIONS, prelude
 
 PROBES = {
     "exact": "arrive.expect_tx 4096, then four 1024-byte copies: the textbook phase.",
@@ -240,7 +238,7 @@ def run_probe(mode: str) -> dict:
     """One single-thread probe in this process (needs CuPy and a Hopper GPU)."""
     import cupy
 
-    kernel = cupy.RawKernel(SOURCE, "tx_probe_kernel", options=OPTIONS)
+    kernel = cupy.RawKernel(SOURCE, "tx_probe_kernel", options=COMPILE_OPTIONS)
     src = cupy.arange(1024, dtype=cupy.uint32).view(cupy.uint8)
     out = cupy.zeros(8, dtype=cupy.uint64)
     result = {"probe": mode, "program": PROBES[mode], "error": None}
@@ -268,7 +266,7 @@ def run_scale() -> dict:
     import cupy
     import numpy as np
 
-    kernel = cupy.RawKernel(SOURCE, "tx_scale_kernel", options=OPTIONS)
+    kernel = cupy.RawKernel(SOURCE, "tx_scale_kernel", options=COMPILE_OPTIONS)
     src = cupy.arange(1024, dtype=cupy.uint32).view(cupy.uint8)
 
     def tally(announced, copies, copy_bytes, gap, reuse=0) -> dict:
