@@ -145,7 +145,8 @@ def build(instr, scope: Scope, arrays: dict, text: str) -> Line:
         ops = Operands(instr, form, scope, arrays)
         args = reader(ops)
         ops.done()
-        return Line(kind, instr.opcode, text, line, args)
+        sem, scope_q, flags = _ordering(kind, p)
+        return Line(kind, instr.opcode, text, line, args, sem, scope_q, flags)
 
     if head == "mbarrier":
         return _mbarrier(instr, words, make)
@@ -166,6 +167,23 @@ def build(instr, scope: Scope, arrays: dict, text: str) -> Line:
     if head == "ld" and "global" in instr.opcode:
         return make("ld_global", "dest, [tensor[k]]", lambda o: (o.dest(), o.ref("tensor")[0]))
     raise _unknown(instr)
+
+
+_RELEASING = {"arrive", "arrive_drop", "arrive_expect_tx"}
+_ACQUIRING = {"wait_parity", "wait_token"}
+
+
+def _ordering(kind: str, p: list[str]) -> tuple[str | None, str | None, frozenset]:
+    """`.sem` and `.scope` with PTX's defaults (arrive: `.release.cta`; waits: `.acquire.cta`),
+    and the modelled flags."""
+    words = set(p[1:])
+    flags = frozenset(w for w in ("noComplete",) if w in words)
+    if kind in _RELEASING or kind in _ACQUIRING:
+        default = "release" if kind in _RELEASING else "acquire"
+        sem = next((w for w in ("release", "acquire", "relaxed") if w in words), default)
+        scope = "cluster" if "cluster" in words else "cta"
+        return sem, scope, flags
+    return None, None, flags
 
 
 def _st_global(o: Operands) -> tuple:

@@ -65,6 +65,13 @@ class Line:
     text: str
     source_line: int
     args: tuple = ()
+    sem: str | None = None
+    """PTX's `.sem` with its default applied (`release`, `acquire`, `relaxed`); None where the
+    instruction has no `.sem`. The memory-ordering detectors read it."""
+    scope: str | None = None
+    """PTX's `.scope` with its default applied (`cta`, `cluster`); None where it has none."""
+    flags: frozenset = frozenset()
+    """Other modelled modifiers of the opcode, by their PTX names (`noComplete`)."""
 
 
 @dataclass(frozen=True, slots=True)
