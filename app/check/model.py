@@ -16,6 +16,7 @@ import struct
 
 from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE, store_fits
 from app.sim.machine import PC, RUNNING, Machine
+from app.sim.program import Jump
 
 LOCAL_KINDS = frozenset({"assign", "commit_group", "wait_group", "tc_fence", "tc_wait_ld"})
 """Program lines whose move touches only the moving agent's own registers and program counter.
@@ -47,8 +48,15 @@ TC_AGENT = 4
 """Where a tensor-core queue entry names the agent that issued it."""
 
 
-def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...], ...]:
+EXIT_SENSITIVE = 2
+"""A local line whose move may end its agent, in a cluster: an agent's end is seen by other
+CTAs (a CTA exits when all its agents are done: `remote_after_exit`), so `close` makes it only
+where it does not end the agent."""
+
+
+def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[int, ...], ...]:
     """Per agent, per program counter: is the line there purely local? (One past the end: no.)
+    0: no; 1: yes; EXIT_SENSITIVE: yes unless its move ends the agent (cluster programs).
 
     Where store reads are invisible (`store_reads_invisible`), a bulk store's issue is local
     too: it only appends its own copy, which no other agent's line and no load looks at (the
@@ -56,10 +64,33 @@ def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...]
     it only when its operands are in range (`copies.store_fits`): a store that would stop the
     run with undefined behaviour stays an ordinary move."""
     kinds = LOCAL_KINDS | ({"store"} if store_reads_invisible(machine, reduce) else set())
+    exits = machine.program.cluster > 1
     return tuple(
-        tuple(reduce and kind in kinds for kind in code.kinds) + (False,)
+        tuple(0 if not (reduce and kind in kinds) else
+              EXIT_SENSITIVE if exits and _may_end_after(code, pc) else 1
+              for pc, kind in enumerate(code.kinds)) + (0,)
         for code in machine.code
     )
+
+
+def _may_end_after(code, pc: int) -> bool:
+    """Whether control can reach the end of the agent's code from line `pc` without another
+    line (following jumps and both sides of branches)."""
+    todo, seen = [pc + 1], set()
+    while todo:
+        at = todo.pop()
+        if at >= code.end:
+            return True
+        if at in seen or code.is_line[at]:
+            continue
+        seen.add(at)
+        node = code.nodes[at]
+        target = getattr(node, "target", None)
+        if target is not None:
+            todo.append(target)
+        if not isinstance(node, Jump):
+            todo.append(at + 1)
+    return False
 
 
 def store_reads_invisible(machine: Machine, reduce: bool = True) -> bool:
@@ -84,6 +115,15 @@ def new_pend(n_agents: int) -> list:
     return [0] * n_agents + [()] * n_agents
 
 
+def _would_end(machine: Machine, a: int) -> bool:
+    """Whether agent `a`'s next move ends its program (tried on a copy of the state)."""
+    frozen, step_no = machine.freeze(), machine.step_no
+    machine.step(a)
+    ends = machine.regs[a][PC] >= machine.code[a].end
+    machine.thaw(frozen, step_no)
+    return ends
+
+
 def pending_total(pend: list, n_agents: int) -> int:
     """Every uncharged move (a deadlock needs them all)."""
     return sum(pend[:n_agents]) + sum(c for groups in pend[n_agents:] for _, c in groups)
@@ -105,14 +145,19 @@ def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
     """
     diagnostics = []
     n_agents = machine.n_agents
-    regs = machine.regs
     code = machine.code
+    ending: set[int] = set()
+    """Agents whose exit-sensitive local move would end them: left for the search."""
     while machine.status == RUNNING:
         made = False
+        regs = machine.regs
         for a in machine.ready:
             if a < n_agents:
                 pc = regs[a][PC]
-                if not local[a][pc]:
+                if not local[a][pc] or a in ending:
+                    continue
+                if local[a][pc] == EXIT_SENSITIVE and _would_end(machine, a):
+                    ending.add(a)
                     continue
                 if code[a].kinds[pc] == "store" and not store_fits(machine, a, regs[a],
                                                                    code[a].prepared[pc]):
@@ -288,12 +333,16 @@ class Canonical:
         queue: dict[int, list] = {}
         for place, entry in enumerate(tensor_core):
             if entry[TC_AGENT] in signatures:
-                queue.setdefault(entry[TC_AGENT], []).append((place, entry[:TC_AGENT]))
+                queue.setdefault(entry[TC_AGENT], []).append(
+                    (place, entry[:TC_AGENT], entry[TC_AGENT + 1:]))
+        meta = frozen[F_META]
+        acc_dirty, know, generic_reads = meta[5], meta[7], meta[10]
         full = {}
         for a in group:
             mine = self.bit[a]
             full[a] = (signatures[a], tuple(key for key, mask in owed if mask & mine),
-                       tuple(sorted(copies.get(a, ()))), tuple(queue.get(a, ())))
+                       tuple(sorted(copies.get(a, ()))), tuple(queue.get(a, ())),
+                       bool(acc_dirty & mine), know[a], generic_reads[a])
         return full
 
     def _mask_table(self, perm: tuple[int, ...]) -> list[int]:
@@ -324,11 +373,18 @@ class Canonical:
         new_tma = tuple(sorted(
             (*op[:OP_AGENT], perm[op[OP_AGENT]], *op[OP_AGENT + 1:]) for op in tma
         ))
-        new_tc = tuple((*e[:TC_AGENT], perm[e[TC_AGENT]]) for e in tensor_core)
-        observed, ledger, held, waits = meta
+        new_tc = tuple((*e[:TC_AGENT], perm[e[TC_AGENT]], *e[TC_AGENT + 1:])
+                       for e in tensor_core)
+        (observed, ledger, held, waits, stage_bars, acc_dirty, acc_cover, know, released,
+         completed, generic_reads) = meta
         new_waits = tuple(sorted(((perm[a], b), v) for (a, b), v in waits))
+        new_know, new_reads = [0] * n, [0] * n
+        for a, to in enumerate(perm):
+            new_know[to], new_reads[to] = know[a], generic_reads[a]
+        new_meta = (observed, ledger, held, new_waits, stage_bars, table[acc_dirty], acc_cover,
+                    tuple(new_know), released, completed, tuple(new_reads))
         return ((barriers, chunks, stage_tile, new_owed, tuple(new_regs), new_tma,
-                 tuple(new_bulk), new_tc, (observed, ledger, held, new_waits), status),
+                 tuple(new_bulk), new_tc, new_meta, status),
                 tuple(new_pend))
 
 

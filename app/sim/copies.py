@@ -11,15 +11,16 @@ its writes land in global memory in one more move (after which plain `wait_group
 
 from __future__ import annotations
 
-from . import smem
+from . import ordering, smem
 from .barrier import TX_LIMIT
 from .detectors import Diagnostic
 from .program import ProgramError
-from .sync import ISSUED, barrier_op, tx_check
+from .sync import ISSUED, barrier_op, remote_access, tx_check
 
 LOAD, STORE = 0, 1
+FLAG_OVERWRITE, FLAG_PROXY, FLAG_EXITED = 1, 2, 4
 # An in-flight copy: [direction, tile, stage, barrier, next_chunk, end_chunk, agent, group,
-#                     flagged, writing, serial]
+#                     flagged (FLAG_* bits: each diagnostic once per copy), writing, serial]
 (OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING,
  OP_SERIAL) = range(11)
 
@@ -86,11 +87,10 @@ def _load(m, a, r, args, record) -> None:
                    for c in range(ctas) if mask >> c & 1]
     names = []
     for stage, b in targets:
-        _issue(m, [LOAD, tile, stage, b, first, end, a, 0, False, False])
+        _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
+        same = m.stage_tile[stage] == tile
         m.stage_tile[stage] = tile
-        readers = m.program.readers[stage]
-        if readers:
-            m.owed[(stage, tile)] = readers
+        m.stage_bars[stage] = (m.stage_bars[stage] if same else 0) | 1 << b
         name = op_name(m, m.tma[-1])
         names.append(name)
         stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
@@ -98,6 +98,8 @@ def _load(m, a, r, args, record) -> None:
                                  "tile": smem.tile_index(tile), "stage": stage_name,
                                  "bytes": nbytes, "barrier": bar_name})
         m.tx_ledger[b][ISSUED] += nbytes
+    if m.generic_reads[a] >> targets[0][0] & 1:
+        _warn_async_after_read(m, a, targets[0][0], record)
     stage, b = targets[0]
     record["operands"] = {"op": names[0], "tile": smem.tile_index(tile),
                           "stage": m.stage_names[stage], "bytes": nbytes,
@@ -108,14 +110,39 @@ def _load(m, a, r, args, record) -> None:
         tx_check(m, b, record)
 
 
+def _warn_async_after_read(m, a: int, stage: int, record: dict) -> None:
+    """A warning, not a diagnostic: PTX asks for `fence.proxy.async` between generic accesses
+    and async-proxy accesses of the same memory (9.7.9.25.2); whether a TMA load issued after
+    the same thread's `ld.shared` of that stage needs one is not settled by the text, and
+    CUTLASS-style pipelines order such reuse with the barrier handshake alone
+    (docs/semantics.md, "Proxies")."""
+    name = m.agents[a].name
+    record.setdefault("warnings", []).append(Diagnostic.make(
+        "async_write_after_read", m.step_no,
+        f"{name} issued a TMA load into {m.stage_names[stage]} after reading it with ld.shared "
+        "and no fence.proxy.async since: PTX asks for a proxy fence between generic and "
+        "async-proxy accesses of the same memory (deepseek-ai/DeepEP#642 added one here).",
+        agents=[name], stage=m.stage_names[stage]))
+
+
 def _store(m, a, r, args, record) -> None:
     dst, src, offset, size = args
     tile, stage = dst(r), src(r)
     nbytes = size(r)
     first, end = _chunks(m, stage, offset, nbytes, r)
-    _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], False, False])
+    _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], 0, False])
     name = op_name(m, m.tma[-1])
     stage_name = m.stage_names[stage]
+    unknown = _unknown_chunks(m, a, stage, first, end)
+    if unknown:
+        who = m.agents[a].name
+        record["diagnostics"].append(Diagnostic.make(
+            "ordering_race", m.step_no,
+            f"{who} issued a TMA store of {stage_name}, but {unknown} of the chunks it stores "
+            "were written by writes it is not ordered after (no acquire wait of it observed a "
+            "release of them: a .relaxed wait orders nothing, and a write landing after the "
+            "wait is not ordered before it), so the store may read the old bytes.",
+            agents=[who], stage=stage_name))
     record["operands"] = {"op": name, "tile": smem.tile_index(tile), "stage": stage_name,
                           "bytes": nbytes}
     record["events"].append({"kind": "tma_issued", "op": name, "direction": "store",
@@ -123,16 +150,25 @@ def _store(m, a, r, args, record) -> None:
                              "bytes": nbytes, "barrier": None})
 
 
+def _unknown_chunks(m, a: int, stage: int, first: int, end: int) -> int:
+    """Chunks a store would read whose current write its issuer does not know (ordering.py)."""
+    known, base = m.know[a], m.chunk_base[stage]
+    return sum(1 for c in range(first, end)
+               if m.chunks[stage][c][0] != smem.NO_TILE and not known >> (base + c) & 1)
+
+
 def store_fits(m, a, r, args) -> bool:
-    """Whether `_store` with these registers issues its copy without undefined behaviour (its
-    operands in range, whole chunks): the checker makes such a store at once (app/check)."""
+    """Whether `_store` with these registers issues its copy with no diagnostic: its operands
+    in range, whole chunks, every chunk's write known to the issuer. The checker makes such a
+    store at once (app/check)."""
     dst, src, offset, size = args
     try:
         dst(r)
-        _chunks(m, src(r), offset, size(r), r)
+        stage = src(r)
+        first, end = _chunks(m, stage, offset, size(r), r)
     except ProgramError:
         return False
-    return True
+    return not _unknown_chunks(m, a, stage, first, end)
 
 
 def _commit_group(m, a, r, args, record) -> None:
@@ -224,8 +260,13 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
     old_tile = m.chunks[stage][c][0]
-    if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED]:
-        op[OP_FLAGGED] = True
+    if not op[OP_FLAGGED] & FLAG_EXITED and remote_access(
+            m, "the TMA engine", m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
+            f"wrote {m.stage_names[stage]} and completed bytes on {m.barrier_names[b]} "
+            f"for the multicast of {smem.tile_word(m, tile)}", record):
+        op[OP_FLAGGED] |= FLAG_EXITED
+    if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
+        op[OP_FLAGGED] |= FLAG_OVERWRITE
         holders = [a.name for i, a in enumerate(m.agents) if m.owed[(stage, old_tile)] >> i & 1]
         stage_name = m.stage_names[stage]
         record["diagnostics"].append(Diagnostic.make(
@@ -234,6 +275,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"{smem.tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
     m.chunks[stage][c] = (tile, smem.W_ASYNC)
+    ordering.land(m, 1 << (m.chunk_base[stage] + c), b)
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
                              "chunk": c, "tile": smem.tile_index(tile)})
     bar_name = m.barrier_names[b]

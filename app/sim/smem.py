@@ -10,6 +10,7 @@ the first tensor and `name[3]` for others.
 
 from __future__ import annotations
 
+from . import ordering
 from .detectors import Diagnostic
 
 NO_TILE = -1
@@ -32,7 +33,8 @@ def tile_word(m, tile: int) -> str:
     return f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
 
 
-def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> None:
+def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> bool:
+    """`partial_read` / `stale_read`; True when every chunk holds the wanted tile."""
     chunks = m.chunks[stage]
     ok = sum(1 for t, _ in chunks if t == tile)
     n = len(chunks)
@@ -40,7 +42,7 @@ def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader
     record["events"].append({"kind": "smem_read", "stage": stage_name,
                              "tile": tile_index(tile), "chunks_ok": ok, "chunks": n})
     if ok == n:
-        return
+        return True
     others = sorted({t for t, _ in chunks if t != tile})
     what = tile_word(m, tile)
     if ok > 0 or others == [NO_TILE]:
@@ -51,25 +53,37 @@ def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader
             "partial_read", m.step_no,
             f"{reader} read {what} from {stage_name} with only {ok} of its {n} chunks landed "
             f"({missing} bytes missing{rest}).", agents=agents, stage=stage_name))
-        return
+        return False
     held = ", ".join(tile_word(m, t) for t in others if t != NO_TILE)
     when = "an earlier" if all(t < tile for t in others) else "another"
     record["diagnostics"].append(Diagnostic.make(
         "stale_read", m.step_no,
         f"{reader} read {what} from {stage_name} but the buffer still holds {when} tile's data "
         f"({held}).", agents=agents, stage=stage_name))
+    return False
 
 
 def _ld_shared(m, a, r, args, record) -> None:
-    from .sync import discharge
+    from .sync import take
 
     dest, stage_fn, tile_fn = args
     stage, tile = stage_fn(r), tile_fn(r)
     name = m.agents[a].name
     record["operands"] = {"stage": m.stage_names[stage], "tile": tile_index(tile)}
-    check_read(m, [name], stage, tile, record, name)
-    if m.program.stages[stage].release is None:
-        discharge(m, stage, 1 << a)
+    _remote(m, a, stage, "read", record)
+    if check_read(m, [name], stage, tile, record, name):
+        ordering.check(m, [name], stage, tile, m.know[a], record, name, tile_word(m, tile))
+    if m.stage_tile[stage] == tile:
+        take(m, a, stage, tile)
+    m.generic_reads[a] |= 1 << stage
+
+
+def _remote(m, a: int, stage: int, what: str, record: dict) -> None:
+    """`ld.shared::cluster` / `st.shared::cluster` through `mapa` into a CTA that has exited."""
+    from .sync import remote_access
+
+    remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.stages[stage].cta,
+                  f"{what} {m.stage_names[stage]}", record)
 
 
 def _st_shared(m, a, r, args, record) -> None:
@@ -85,17 +99,18 @@ def _st_shared(m, a, r, args, record) -> None:
                 f"use: {', '.join(holders)} had not released it.",
                 agents=[m.agents[a].name, *holders], stage=stage_name))
             del m.owed[(s, old)]
+    _remote(m, a, stage, "wrote", record)
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
-    readers = m.program.readers[stage]
-    if readers:
-        m.owed[(stage, tile)] = readers
+    m.stage_bars[stage] = 0
+    ordering.write(m, a, ordering.chunk_bits(m, stage))
     record["operands"] = {"stage": stage_name, "tile": tile_index(tile)}
     record["events"].append({"kind": "smem_write", "stage": stage_name,
                              "tile": tile_index(tile)})
 
 
 def _proxy_fence(m, a, r, args, record) -> None:
+    m.generic_reads[a] = 0
     fenced = []
     for s, chunks in enumerate(m.chunks):
         if any(w == W_GENERIC for _, w in chunks):
@@ -105,16 +120,29 @@ def _proxy_fence(m, a, r, args, record) -> None:
     record["events"].append({"kind": "proxy_fence", "stages": fenced})
 
 
+def async_read(m, agents: list[str], stage: int, record: dict, reader: str) -> None:
+    """`proxy_fence_missing`: the async proxy (here `tcgen05.mma`) reads chunks threads wrote
+    with `st.shared` and no `fence.proxy.async` since (PTX 9.7.9.25.2: tcgen05's shared-memory
+    accesses are in the async proxy)."""
+    if any(w == W_GENERIC for _, w in m.chunks[stage]):
+        stage_name = m.stage_names[stage]
+        record["diagnostics"].append(Diagnostic.make(
+            "proxy_fence_missing", m.step_no,
+            f"The {reader} (async proxy) read {stage_name}, which was written with st.shared "
+            "(generic proxy) and no fence.proxy.async: it may read the old bytes.",
+            agents=agents, stage=stage_name))
+
+
 def store_read(m, op: list, name: str, record: dict) -> None:
     """A bulk store reads one chunk of its stage (the async proxy)."""
-    from .copies import OP_AGENT, OP_FLAGGED, OP_NEXT, OP_STAGE, OP_TILE
+    from .copies import FLAG_PROXY, OP_AGENT, OP_FLAGGED, OP_NEXT, OP_STAGE, OP_TILE
 
     stage, c = op[OP_STAGE], op[OP_NEXT]
     stage_name = m.stage_names[stage]
     record["op"] = "cp.async.bulk (chunk stored)"
     written_by = m.chunks[stage][c][1]
-    if written_by == W_GENERIC and not op[OP_FLAGGED]:
-        op[OP_FLAGGED] = True
+    if written_by == W_GENERIC and not op[OP_FLAGGED] & FLAG_PROXY:
+        op[OP_FLAGGED] |= FLAG_PROXY
         agent = m.agents[op[OP_AGENT]].name
         record["diagnostics"].append(Diagnostic.make(
             "proxy_fence_missing", m.step_no,

@@ -11,6 +11,7 @@ ground truth of which completion a wait needs (`stale_wait`), which the parity o
 
 from __future__ import annotations
 
+from . import ordering
 from .barrier import COUNT_LIMIT, TX_LIMIT, UndefinedBehavior
 from .detectors import Diagnostic
 from .program import SINK, TC_FENCED, ProgramError
@@ -47,24 +48,31 @@ def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
     if kind == "init":
         m.observed[b] = 1
         m.tx_ledger[b] = [0, 0, 0]
+        ordering.forget(m, ordering.act_bit(m, b))
+        for side in (*m.released, *m.completed):
+            side[b] = 0
     if done:
         events.append({"kind": "phase_completed", "barrier": name, "phase": barrier.phase,
                        "parity": barrier.phase & 1})
         m.observed[b] = 0
         m.tx_ledger[b] = [0, 0, 0]
+        bit = 1 << b
+        pending, completed = m.acc_cover
+        m.acc_cover = [pending & ~bit, (completed & ~bit) | (pending & bit)]
+        ordering.complete(m, b)
     return done
 
 
 def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> None:
     """Checks every arrive makes (threads, or the tensor core for a commit) before it lands.
 
-    `reuse_before_wait` watches arrivals from the barrier's own CTA. A remote arrive from
-    another CTA of the cluster (`mapa` + `.shared::cluster`) is a one-way signal that may reach
-    the next phase before the barrier's own waiter has looked, as in CUTLASS's multicast
-    pipelines; a phase it helps complete unobserved still shows as `stale_wait` or `deadlock`."""
+    `reuse_before_wait` as PTX 9.7.13.15.4 writes it, for every arrive-on, local or remote:
+    some wait must return true for phase k before any arrive-on in phase k+1. A remote arrive
+    into a CTA that has exited is `remote_after_exit`."""
     barrier = m.barriers[b]
-    if cta is not None and cta != m.program.barriers[b].cta:
-        return
+    if cta is not None:
+        remote_access(m, a_name, cta, m.program.barriers[b].cta, f"arrived on "
+                      f"{m.barrier_names[b]}", record)
     if not m.observed[b] and barrier.valid and barrier.phase > 0:
         m.observed[b] = 1
         name = m.barrier_names[b]
@@ -72,14 +80,37 @@ def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> Non
             "reuse_before_wait", m.step_no,
             f"{a_name} arrived on {name} in its phase {barrier.phase} before any wait observed "
             f"that phase {barrier.phase - 1} had completed: the next use of a barrier must "
-            "start after a wait saw the last one finish.", agents=[a_name], barrier=name))
+            "start after a wait saw the last one finish (PTX 9.7.13.15.4).", agents=[a_name],
+            barrier=name))
+
+
+def remote_access(m, who: str, from_cta: int, to_cta: int, what: str, record: dict) -> bool:
+    """`remote_after_exit`: a CTA reached into a peer whose agents have all finished (CUDA:
+    distributed-shared-memory accesses must complete before the target block exits)."""
+    if from_cta == to_cta or not m.cta_exited(to_cta):
+        return False
+    record["diagnostics"].append(Diagnostic.make(
+        "remote_after_exit", m.step_no,
+        f"{who} {what} in CTA {to_cta}, which has exited (all its agents are done): its shared "
+        "memory is gone; a CTA must not exit while peers still access it (CUTLASS's producer "
+        "tail loop waits for them).", agents=[who]))
+    return True
 
 
 def release(m, a: int, b: int) -> None:
-    """An arrive on a stage's release barrier: agent `a` is done with that stage's tile."""
-    stage = m.release_stage.get(b)
-    if stage is not None:
+    """An arrive on a stage's release barrier: agent `a` is done with the tiles of every stage
+    that barrier releases."""
+    for stage in m.release_stages.get(b, ()):
         discharge(m, stage, 1 << a)
+
+
+def take(m, a: int, stage: int, tile: int) -> None:
+    """Agent `a` holds `tile` of `stage` until it arrives on the stage's release barrier: a tile
+    is owed by the agents that waited for it or read it, not by every agent whose code names
+    the array (consumers that split a ring, a consumer that left with `arrive_drop`)."""
+    if m.program.stages[stage].release is not None and tile >= 0:
+        key = (stage, tile)
+        m.owed[key] = m.owed.get(key, 0) | 1 << a
 
 
 def discharge(m, stage: int, bits: int) -> None:
@@ -147,7 +178,10 @@ def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
     arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
-    if ("noComplete" in m.code[a].nodes[r[PC]].flags and n == barrier.pending_arrivals
+    line = m.code[a].nodes[r[PC]]
+    ordering.touch(m, a, b)
+    ordering.release(m, a, b, line.sem, line.scope)
+    if ("noComplete" in line.flags and n == barrier.pending_arrivals
             and barrier.tx_count == 0):
         raise UndefinedBehavior("no_complete", f"mbarrier.{kind}.noComplete of {n} on {name} "
                                                f"would complete its phase ({n} arrivals pending,"
@@ -173,6 +207,9 @@ def _arrive_expect_tx(m, a, r, args, record) -> None:
     arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
+    line = m.code[a].nodes[r[PC]]
+    ordering.touch(m, a, b)
+    ordering.release(m, a, b, line.sem, line.scope)
     m.tx_ledger[b][ANNOUNCED] += n
     barrier_op(m, record, b, "expect_tx", n)
     if barrier_op(m, record, b, "arrive", 1):
@@ -186,6 +223,9 @@ def _expect_tx(m, a, r, args, record) -> None:
     n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.expect_tx")
+    remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
+                  f"announced bytes on {m.barrier_names[b]}", record)
+    ordering.touch(m, a, b)
     m.tx_ledger[b][ANNOUNCED] += n
     if not barrier_op(m, record, b, "expect_tx", n):
         tx_check(m, b, record)
@@ -197,20 +237,24 @@ def _complete_tx(m, a, r, args, record) -> None:
     n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.complete_tx")
+    remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
+                  f"completed bytes on {m.barrier_names[b]}", record)
     m.tx_ledger[b][ISSUED] += n
     if not barrier_op(m, record, b, "complete_tx", n):
         tx_check(m, b, record)
 
 
 def phases_needed(m, a: int, b: int, parity: int) -> int:
-    """Completed phases barrier `b` must show for agent `a`'s next wait to be the right one:
-    its first wait is taken at its word (parity 0: the first completion; parity 1: the phase
-    before the first, which a producer's start state treats as complete), and every later wait
-    on the same barrier is for the next completion."""
+    """Completed phases barrier `b` must show for agent `a`'s next wait to return on a
+    completion the agent has not seen: its first wait is taken at its word (parity 0: the
+    first completion; parity 1: the state before the first phase, which a producer's start
+    state treats as complete), and a later wait needs a completion after the last one its own
+    waits returned on (an agent that skips phases, as consumers splitting a ring do, needs at
+    least that one)."""
     seen = m.waits.get((a, b))
     if seen is None:
         return 1 - parity
-    return seen[1] + 1 - seen[0]
+    return seen[1] + 1
 
 
 def _parity(value: int) -> int:
@@ -237,23 +281,54 @@ def _wait_parity(m, a, r, args, record) -> None:
               parity, needed)
 
 
-def _returned(m, a, r, b, record, event, parity, needed) -> None:
+def _returned(m, a, r, b, record, event, parity, needed, token: bool = False) -> None:
+    """A wait that returned true: it observed completion number `barrier.phase` (0: the state
+    before the first phase).
+
+    `stale_wait` as PTX 9.7.13.15.16 reads: a parity names the current or the immediately
+    preceding phase, so a wait that returns at once returns on the latest completion. That is
+    stale when this agent's own earlier wait already returned on it (a forgotten phase toggle),
+    or when it returns on the state before the first phase although the agent knows phase 0
+    is already under way (it saw, through its own arrivals or what its waits acquired, an
+    arrive or expect-tx in it: ordering.py): a wait meant for a later phase (parity 1 from a
+    consumer that has not seen phase 0, as in two consumers splitting an odd ring). A wait on
+    a state token names its phase exactly, so it is never stale (an old token is
+    `stale_token`)."""
     barrier = m.barriers[b]
     name = m.barrier_names[b]
     record["events"].append(event)
     m.observed[b] = 1
     r[TC_FENCED] = 0
+    phase = barrier.phase
     seen = m.waits.get((a, b))
+    stale = None
+    if token:
+        pass
+    elif seen is not None and phase <= seen[1]:
+        stale = (f"the barrier's current parity is {phase & 1} from an earlier use "
+                 f"({phase} phase{'s' if phase != 1 else ''} completed, {needed} needed)")
+    elif phase == 0 and m.know[a] & ordering.act_bit(m, b):
+        stale = ("parity 1 names the state before phase 0, but it knows phase 0 is already "
+                 "under way (an arrive on it happened before this wait): the wait was meant "
+                 "for a later phase")
     if seen is None:
-        seen = m.waits[(a, b)] = [parity, 0]
-    seen[1] += 1
-    if barrier.phase < needed:
+        seen = m.waits[(a, b)] = [parity, phase]
+    else:
+        seen[1] = max(seen[1], phase)
+    line = m.code[a].nodes[r[PC]]
+    ordering.acquire(m, a, b, line.sem, line.scope)
+    bit = 1 << b
+    if not stale:  # a stale return gets no tile: the one it returned on was used already
+        for stage in range(m.n_stages):
+            if m.stage_bars[stage] & bit:
+                take(m, a, stage, m.stage_tile[stage])
+    if m.acc_cover[1] & bit:
+        m.acc_dirty &= ~(1 << a)
+    if stale:
         agent = m.agents[a].name
         record["diagnostics"].append(Diagnostic.make(
             "stale_wait", m.step_no,
-            f"{agent}'s wait on {name} with parity {parity} returned at once: the barrier's "
-            f"current parity is {barrier.phase & 1} from an earlier use ({barrier.phase} "
-            f"phase{'s' if barrier.phase != 1 else ''} completed, {needed} needed).",
+            f"{agent}'s wait on {name} with parity {parity} returned at once: {stale}.",
             agents=[agent], barrier=name))
 
 
@@ -275,7 +350,8 @@ def _wait_token(m, a, r, args, record) -> None:
         record["events"].append({"kind": "wait_pending", "barrier": name, "parity": None})
         return
     _returned(m, a, r, b, record, {"kind": "wait_returned", "barrier": name,
-                                   "parity": arrived_in & 1}, arrived_in & 1, arrived_in + 1)
+                                   "parity": arrived_in & 1}, arrived_in & 1, arrived_in + 1,
+              token=True)
 
 
 def _inval(m, a, r, args, record) -> None:
