@@ -121,19 +121,20 @@ class Operands:
             raise self.error(f"`mapa`: `{name}` is not in shared memory of a cluster (declare "
                              "`cluster N;`)", node)
         if remote is not None:
-            self._remote(node)
+            self._remote(node, kind)
         own = self.scope.constants.get("cta", 0) if decl.ctas > 1 else 0
         if remote is not None:
             return Ref(name, decl.base, decl.size, index_expr, remote, decl.ctas), offset
         return Ref(name, decl.base + own * decl.size, decl.size, index_expr), offset
 
-    def _remote(self, node) -> None:
+    def _remote(self, node, kind: str) -> None:
         """A `[mapa(object, cta)]` operand: an object in another CTA's shared memory (PTX's
         `.shared::cluster` window), where the form allows one."""
         form = self.parsed.form
         if form.remote:
-            raise self.error(f"`{self.instr.opcode}` cannot take an object in another CTA "
-                             f"(`mapa`): {form.remote}", node)
+            noun = {"smem": "stage"}.get(kind, kind)
+            raise self.error(f"`{form.stem}` cannot take a {noun} in another CTA (`mapa`)",
+                             node, hint=form.remote)
         space = self.parsed.get("space")
         if space in ("shared", "shared::cta"):
             raise self.error(f"`mapa(...)` names another CTA's shared memory, but `.{space}` "
@@ -146,7 +147,7 @@ class Operands:
         form = self.parsed.form
         remote = ref.cta is not None or self.parsed.get("space") == "shared::cluster"
         if form.remote_sink and remote and not self.sink:
-            raise self.error(f"`{self.instr.opcode}` on a barrier in another CTA cannot return "
+            raise self.error(f"`{form.stem}` on a barrier in another CTA cannot return "
                              "a state: write `_` as its destination", self.dest_node,
                              hint="PTX 9.7.13.15.8: on `.shared::cluster`, arrive is "
                                   "\"supported, cannot return result\" (9.7.13.15.13: the sink "
@@ -190,8 +191,8 @@ def _arrive(o: Operands) -> tuple:
     ref = o.ref("barrier")[0]
     o.remote_sink(ref, None)
     if _no_complete(o) and not o.items:
-        raise o.error(f"`{o.instr.opcode}` takes its `count` (PTX 9.7.13.15.13: `state, [addr], "
-                      "count`)")
+        raise o.error(f"`{o.parsed.form.stem}` takes its `count` (PTX 9.7.13.15.13: `state, "
+                      "[addr], count`)")
     count = o.value("the count") if o.items else None
     return (dest, ref, count)
 
@@ -232,21 +233,22 @@ def _cache_policy(o: Operands) -> None:
     """`.L2::cache_hint`'s `cache-policy` operand: a performance hint only (PTX 9.7.9.25.4.1),
     which changes nothing the engine observes; read (so its names are checked) and dropped."""
     if o.parsed.get("level::cache_hint"):
-        o.value("the cache-policy")
+        o.value("the `cache-policy` operand of `.L2::cache_hint`")
 
 
 def _load(o: Operands) -> tuple:
+    nodes = list(o.items)
     dst, offset = o.ref("smem", allow_offset=True)
     src = o.ref("tensor")[0]
     size = o.value("the byte count")
     bar = o.ref("barrier")[0]
     multicast = None
     if o.parsed.get("multicast"):
-        for ref, what in ((dst, "stage"), (bar, "barrier")):
+        for ref, node, what in ((dst, nodes[0], "stage"), (bar, nodes[3], "barrier")):
             if ref.cta is not None:
                 raise o.error(f"a multicast load names its {what} in the issuing CTA, without "
-                              "`mapa`: the copy lands at the same offset in every CTA of "
-                              "`ctaMask` (PTX 9.7.9.25.4.1)")
+                              "`mapa`", node, hint="the copy lands at the same offset in every "
+                                                   "CTA of `ctaMask` (PTX 9.7.9.25.4.1)")
         mask = o.value("the ctaMask")
         cta = o.scope.constants.get("cta", 0)
         multicast = (mask, cta, dst.size, bar.size)

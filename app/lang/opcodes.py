@@ -5,8 +5,8 @@ what a row holds), plus the instructions of families the engine does not have ye
 An opcode is its stem (the leading words, in PTX's order: `mbarrier.try_wait.parity`), then
 qualifiers in any order, each filling one slot of the form at most once. What is not modelled is
 refused at its column, in words that tell a typo (`did you mean `.parity`?`) from a gap (`tensor
-copies are not modelled yet`). `python -m app.lang.opcodes` prints the instruction reference
-that docs/language.md carries (tests/lang/test_isa.py checks it is current).
+copies are not modelled yet`). `python -m app.lang.opcodes --write docs/language.md` puts the
+instruction reference between that file's markers (tests/lang/test_isa.py checks it is current).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 
 from app.sim import copies, smem, sync, tensor_core
-from app.sim.isa import SECTIONS, Form, Gap, Slot
+from app.sim.isa import Form, Gap, Slot
 
 from .errors import PipelineError
 
@@ -288,68 +288,112 @@ def _not_a_qualifier(form: Form, node: _Node, word: str, i: int, fail) -> Pipeli
 
 # ------------------------------------------------------------------------- the reference
 
-def _slot_doc(slot: Slot) -> str:
-    shown = []
-    for v in slot.values:
-        text = f"`.{v}`"
-        if not slot.models(v):
-            text = f"~~{text}~~"
-        shown.append(text)
-    out = f"`.{slot.name}` " + " \\| ".join(shown)
-    if slot.default is not None and slot.required:
-        out += f" (may be left out: `.{slot.default}`)"
-    elif slot.required and slot.may_omit:
-        out += " (may be left out)"
+def _slot_doc(slot: Slot, only: tuple | None = None) -> str | None:
+    """A slot's modelled values as the reference shows them (None: the slot is all refused)."""
+    values = [v for v in slot.values if slot.models(v) and (only is None or v in only)]
+    if not values:
+        return None
+    notes = []
+    if len(values) > 6:
+        shown = f"`.{values[0]}` ... `.{values[-1]}`"
+        notes.append(f"any of PTX's {len(values)}")
+    else:
+        shown = " \\| ".join(f"`.{v}`" for v in values)
+    out = shown if slot.values == (slot.name,) else f"`.{slot.name}` {shown}"
+    if slot.required and slot.may_omit:
+        notes.append(f"may be left out: `.{slot.default}`" if slot.default else "may be left out")
     elif slot.required:
-        out += " (required)"
+        notes.append("required")
     elif slot.default is not None:
-        out += f" (default `.{slot.default}`)"
+        notes.append(f"default `.{slot.default}`")
+    return out + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _refused_doc(form: Form, only: dict) -> list[str]:
+    out = []
+    for slot in form.slots:
+        values = [v for v in slot.values if not slot.models(v)]
+        if slot.name in only:
+            values = [v for v in values if v not in only[slot.name]]
+        if not values:
+            continue
+        if len(values) == len(slot.values) and len(values) > 2:
+            out.append(f"`.{slot.name}`")
+        else:
+            out.extend(f"`.{v}`" for v in values)
+    out.extend(f"`.{r[0]}`" for r in form.refuse)
     return out
+
+
+def _form_row(f: Form) -> str:
+    only = {name: tuple(v for v in vs if v) for name, vs in f.where}
+    where = "".join(f" ({', '.join(f'`.{v}`' for v in vs)})" for vs in only.values())
+    quals = [d for s in f.slots if (d := _slot_doc(s, only.get(s.name))) is not None]
+    rules = []
+    if f.together:
+        rules.append("; ".join(f"`.{a}` and `.{b}` together" for a, b in f.together))
+    if f.remote:
+        rules.append("no `mapa` operand")
+    if f.remote_sink:
+        rules.append("on a `mapa` barrier the destination is `_`")
+    if f.flags:
+        rules.append("`Line.flags`: " + ", ".join(f"`{x}`" for x in f.flags))
+    refused = _refused_doc(f, only)
+    if refused:
+        rules.append("refused: " + " ".join(refused))
+    cell = "<br>".join(quals + rules) or "none"
+    operands = f"`{f.operands}`" if f.operands else ""
+    return f"| `{f.stem}`{where} | {cell} | {operands} | {f.does} | {f.section} |"
 
 
 def reference() -> str:
     """The instruction reference of docs/language.md, generated from the table."""
     out = ["Generated from the instruction table by `python -m app.lang.opcodes` (the rows each",
-           "family registers in app/sim; tests/lang/test_isa.py checks this copy is current).",
-           "Qualifiers follow the stem in any order, each slot at most once; "
-           "~~struck~~ values are",
-           "PTX's and refused as not modelled; braces mark optional operands.", ""]
+           "family registers at the end of its module in app/sim; tests/lang/test_isa.py checks",
+           "that this copy is current). Qualifiers follow the stem in any order, each slot at",
+           "most once; braces mark optional operands; PTX's defaults apply to what is left out.",
+           ""]
     for title, rows in FAMILIES:
         forms = [r for r in rows if isinstance(r, Form)]
-        gaps = [r for r in rows if isinstance(r, Gap)]
-        out.append(f"**{title[0].upper()}{title[1:]}.**")
-        out.append("")
-        if forms:
-            out.append("| instruction | qualifiers | operands | what the engine does | PTX |")
-            out.append("|---|---|---|---|---|")
-            for f in forms:
-                where = "".join(f" (`.{'`, `.'.join(v for v in vs if v)}`)"
-                                for _, vs in f.where)
-                quals = "<br>".join(_slot_doc(s) for s in f.slots) or "none"
-                rules = []
-                if f.together:
-                    rules.append(" and ".join(f"`.{a}`, `.{b}` together" for a, b in f.together))
-                if f.remote:
-                    rules.append("no `mapa` operand")
-                if f.remote_sink:
-                    rules.append("`mapa` barrier: destination `_`")
-                if f.flags:
-                    rules.append("flags: " + ", ".join(f"`{x}`" for x in f.flags))
-                if rules:
-                    quals += "<br>" + "; ".join(rules)
-                operands = f"`{f.operands}`" if f.operands else ""
-                out.append(f"| `{f.stem}`{where} | {quals} | {operands} | {f.does} | "
-                           f"{f.section} |")
-            out.append("")
-        if gaps:
-            out.append("Refused: " + "; ".join(f"`{g.stem}` ({g.section})" for g in gaps) + ".")
-            out.append("")
-    return "\n".join(out).rstrip() + "\n"
+        if not forms:
+            continue
+        out += [f"**{title[0].upper()}{title[1:]}**", "",
+                "| instruction | qualifiers | operands | what the engine does | PTX |",
+                "|---|---|---|---|---|", *(_form_row(f) for f in forms), ""]
+    out += ["**Refused instructions** (PTX has them; the engine does not model them yet)", "",
+            "| instruction | the message | PTX |", "|---|---|---|"]
+    for _, rows in FAMILIES:
+        out += [f"| `{g.stem}` | {g.message} | {g.section} |" for g in rows
+                if isinstance(g, Gap)]
+    return "\n".join(out) + "\n"
 
 
-def section_title(section: str) -> str:
-    return SECTIONS[section]
+BEGIN = "<!-- BEGIN instruction reference"
+END = "<!-- END instruction reference -->"
+
+
+def with_reference(doc: str) -> str:
+    """`doc` (docs/language.md) with the generated reference between its two markers."""
+    head, sep, rest = doc.partition(BEGIN)
+    marker, nl, rest = rest.partition("\n")
+    _, end, tail = rest.partition(END)
+    if not (sep and nl and end):
+        raise ValueError("the reference's markers are missing")
+    return f"{head}{BEGIN}{marker}\n{reference()}{END}{tail}"
+
+
+def main(argv: list[str]) -> int:
+    """`python -m app.lang.opcodes` prints the reference; `--write docs/language.md` puts it
+    between that file's markers."""
+    if argv[:1] == ["--write"] and len(argv) == 2:
+        with open(argv[1], encoding="utf-8") as f:
+            doc = f.read()
+        with open(argv[1], "w", encoding="utf-8") as f:
+            f.write(with_reference(doc))
+        return 0
+    sys.stdout.write(reference())
+    return 0
 
 
 if __name__ == "__main__":
-    sys.stdout.write(reference())
+    raise SystemExit(main(sys.argv[1:]))
