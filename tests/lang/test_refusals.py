@@ -365,3 +365,17 @@ def test_the_tutorial_in_the_docs_compiles_and_runs_as_it_says():
     cfg = from_source(text).resolve({}, [])
     run = Run.complete(cfg, Schedule("round_robin"))
     assert (run.status, run.total_steps) == ("done", 28)
+
+
+def test_the_error_examples_in_the_docs_are_what_the_language_prints():
+    doc = (ROOT / "docs" / "language.md").read_text()
+    section = doc[doc.index("## Instructions"):doc.index("### Instruction reference")]
+    blocks = re.findall(r"```\n(\d+:\d+: .*?)```", section, re.S)
+    assert len(blocks) >= 3
+    head = "".join(HEAD.splitlines(keepends=True)[:5])
+    for block in blocks:
+        shown = block.rstrip("\n").splitlines()
+        text = head + shown[1].split(" | ", 1)[1] + "\n}\n"
+        with pytest.raises(PipelineError) as info:
+            compile_text(text)
+        assert info.value.render(text).splitlines() == shown
