@@ -170,3 +170,89 @@ def _ld_global(m, a, r, args, record) -> None:
 
 HANDLERS = {"ld_shared": _ld_shared, "st_shared": _st_shared, "proxy_fence": _proxy_fence,
             "ld_global": _ld_global}
+
+
+# ------------------------------------------------------------------- the instruction table
+
+def _isa_forms() -> tuple:
+    """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
+    PTX 9.1 sections 9.7.9.8 (`ld`), 9.7.9.11 (`st`) and 9.7.13.4 (`fence.proxy.async`)."""
+    from .isa import Form, Gap, Slot
+
+    types = ("b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32",
+             "s64", "f32", "f64")
+    kind = Slot("type", types, required=True, may_omit=True,
+                note="any: the engine tracks which tile a stage holds, not values")
+    scoped = "scoped loads and stores (`.relaxed.scope`, `.acquire`, `.release`) are not " \
+             "modelled yet"
+    scope = Slot("scope", ("cta", "cluster", "gpu", "sys"), modelled=(), note=scoped)
+    hints = "cache and eviction hints on `ld`/`st` are not modelled"
+    evict1 = Slot("level1::eviction_priority", ("L1::evict_normal", "L1::evict_unchanged",
+                                                "L1::evict_first", "L1::evict_last",
+                                                "L1::no_allocate"), modelled=(), note=hints)
+    evict2 = Slot("level2::eviction_priority", ("L2::evict_normal", "L2::evict_first",
+                                                "L2::evict_last"), modelled=(), note=hints)
+    cache = Slot("level::cache_hint", ("L2::cache_hint",), modelled=(), note=hints)
+    vec = Slot("vec", ("v2", "v4", "v8"), modelled=(),
+               note="vector operands (`{a, b}`) have no spelling in the language")
+    shared = ("shared", "shared::cta", "shared::cluster")
+    spaces = ("the engine models the stages (`.shared`; another CTA's with `.shared::cluster` "
+              "and `[mapa(smem[i], cta)]`) and the tensors (`.global`) a pipeline declares")
+    ld_slots = (
+        Slot("sem", ("weak", "volatile", "relaxed", "acquire", "mmio"), modelled=("weak",),
+             default="weak", note=scoped),
+        scope,
+        Slot("space", ("const", "global", "local", "param", "param::entry", "param::func",
+                       *shared), modelled=("global", *shared),
+             note=spaces),
+        Slot("cop", ("ca", "cg", "cs", "lu", "cv"), modelled=(), note=hints),
+        evict1, evict2, cache,
+        Slot("level::prefetch_size", ("L2::64B", "L2::128B", "L2::256B"), modelled=(),
+             note=hints),
+        vec, kind)
+    st_slots = (
+        Slot("sem", ("weak", "volatile", "relaxed", "release", "mmio"), modelled=("weak",),
+             default="weak", note=scoped),
+        scope,
+        Slot("space", ("global", "local", "param", "param::func", *shared),
+             modelled=("global", *shared),
+             note=spaces),
+        Slot("cop", ("wb", "cg", "cs", "wt"), modelled=(), note=hints),
+        evict1, evict2, cache, vec, kind)
+    proxy = Slot("space", ("global", "shared::cta", "shared::cluster"),
+                 modelled=("shared::cta",),
+                 note="the engine tracks which proxy wrote the executing CTA's shared memory "
+                      "(`.shared::cta`, or every state space when left out)")
+    return (
+        Form("ld", "ld_shared", "dest, [smem[i]], tile[k]", "9.7.9.8",
+             "threads read the stage, expecting tile k: `partial_read` / `stale_read` "
+             "otherwise", ld_slots, where=(("space", shared),)),
+        Form("ld", "ld_global", "dest, [tensor[k]]", "9.7.9.8",
+             "reading a bulk store's destination before its writes landed is "
+             "`store_not_visible`", ld_slots, where=(("space", ("global",)),)),
+        Form("st", "st_shared", "[smem[i]], tile[k]", "9.7.9.11",
+             "threads write tile k into the stage (generic proxy)", st_slots,
+             where=(("space", shared),)),
+        Form("st", "st_global", "[tensor[k]], value", "9.7.9.11",
+             "uses registers (after `tcgen05.ld`, needs `tcgen05.wait::ld`)", st_slots,
+             where=(("space", ("global",)),)),
+        Form("fence.proxy.async", "proxy_fence", "", "9.7.13.4",
+             "threads' (generic-proxy) writes to shared memory become visible to the async "
+             "proxy", (proxy,)),
+        Gap("ld.global.nc", "9.7.9.9", "`ld.global.nc` is not modelled yet"),
+        Gap("st.async", "9.7.9.12", "`st.async` is not modelled yet"),
+        Gap("st.bulk", "9.7.9.13", "`st.bulk` is not modelled yet"),
+        Gap("fence", "9.7.13.4", "thread fences (`fence.sc`, `fence.acq_rel`, ...) are not "
+                                 "modelled yet", "the engine models `fence.proxy.async`"),
+        Gap("fence.mbarrier_init", "9.7.13.4", "`fence.mbarrier_init` is not modelled yet",
+            "declare the barrier with its count (`barrier bar = 1;`): it is initialized before "
+            "any agent moves"),
+        Gap("fence.proxy", "9.7.13.4", "this proxy fence is not modelled yet",
+            "the engine models `fence.proxy.async` (bi-directional, generic and async proxy)"),
+        Gap("membar", "9.7.13.4", "`membar` is not modelled yet"),
+    )
+
+
+FORMS = _isa_forms()
+"""This family's rows of the instruction table (app/sim/isa.py). `st.global`'s handler lives in
+tensor_core.py (it checks the registers of `tcgen05.ld`)."""

@@ -109,3 +109,89 @@ def _st_global(m, a, r, args, record) -> None:
 
 HANDLERS = {"mma": _mma, "tc_commit": _commit, "tc_fence": _fence, "tc_ld": _ld,
             "tc_wait_ld": _wait_ld, "st_global": _st_global}
+
+
+# ------------------------------------------------------------------- the instruction table
+
+def _isa_forms() -> tuple:
+    """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
+    PTX 9.1 section 9.7.16 (tcgen05). The language reads its own operand forms (the stage and
+    the tile an MMA reads, not descriptors); shapes, kinds and packing change no value the
+    engine tracks."""
+    from .isa import Form, Gap, Slot
+
+    pairs = "CTA pairs (`.cta_group::2`) are not modelled yet"
+    group = Slot("cta_group", ("cta_group::1", "cta_group::2"), modelled=("cta_group::1",),
+                 default="cta_group::1", required=True, may_omit=True, note=pairs)
+    sync = Slot("sync", ("sync",), default="sync", required=True, may_omit=True)
+    aligned = Slot("aligned", ("aligned",), default="aligned", required=True, may_omit=True)
+    scaled = "block-scaled MMAs are not modelled yet"
+    conv = "convolution MMAs (collector buffers, `.ashift`) are not modelled yet"
+    mma = (
+        group,
+        Slot("kind", ("kind::f16", "kind::tf32", "kind::f8f6f4", "kind::i8", "kind::mxf8f6f4",
+                      "kind::mxf4", "kind::mxf4nvf4"),
+             modelled=("kind::f16", "kind::tf32", "kind::f8f6f4", "kind::i8"),
+             default="kind::f16", required=True, may_omit=True, note=scaled),
+        Slot("block_scale", ("block_scale",), modelled=(), note=scaled),
+        Slot("scale_vectorsize", ("scale_vec::1X", "scale_vec::2X", "scale_vec::4X", "block16",
+                                  "block32"), modelled=(), note=scaled),
+        Slot("collector_usage", ("collector::a::fill", "collector::a::use",
+                                 "collector::a::lastuse", "collector::a::discard"),
+             modelled=(), note=conv),
+        Slot("ashift", ("ashift",), modelled=(), note=conv),
+    )
+    commit = (
+        group,
+        Slot("completion_mechanism", ("mbarrier::arrive::one",),
+             default="mbarrier::arrive::one", required=True, may_omit=True),
+        Slot("space", ("shared::cluster",)),
+        Slot("multicast", ("multicast::cluster",), modelled=(),
+             note="a commit that signals several CTAs' barriers is not modelled yet"),
+        Slot("type", ("b64",), default="b64", required=True, may_omit=True),
+    )
+    ld = (
+        sync, aligned,
+        Slot("shape", ("16x64b", "16x128b", "16x256b", "32x32b", "16x32bx2"),
+             modelled=("16x64b", "16x128b", "16x256b", "32x32b"), required=True,
+             may_omit=True, note="`.16x32bx2` takes an `immHalfSplitoff` operand, which is not "
+                                 "modelled"),
+        Slot("num", ("x1", "x2", "x4", "x8", "x16", "x32", "x64", "x128"), required=True,
+             may_omit=True),
+        Slot("pack", ("pack::16b",)),
+        Slot("type", ("b32",), default="b32", required=True, may_omit=True),
+    )
+    return (
+        Form("tcgen05.mma", "mma", "[tmem], [smem[i]], tile[k]", "9.7.16.10.9.1",
+             "queues an MMA on the tensor core, which reads the stage when it executes", mma,
+             remote="an MMA reads the executing CTA's shared memory (its matrix descriptors)"),
+        Form("tcgen05.commit", "tc_commit", "[barrier]", "9.7.16.12.1",
+             "the tensor core arrives on the barrier (count 1, cluster scope) once every "
+             "earlier MMA is done, and releases the stage", commit,
+             implied=(("scope", "cluster"),)),
+        Form("tcgen05.fence::after_thread_sync", "tc_fence", "", "9.7.16.11.1",
+             "orders the agent's last wait before its next tcgen05 operation"),
+        Form("tcgen05.ld", "tc_ld", "dest, [tmem]", "9.7.16.8.3",
+             "reads the accumulator: `tcgen05_ld_race` without the fence after the wait; "
+             "`partial_read` with MMAs outstanding", ld),
+        Form("tcgen05.wait::ld", "tc_wait_ld", "", "9.7.16.8.5",
+             "the registers of `tcgen05.ld` may be used", (sync, aligned)),
+        Gap("tcgen05.mma.sp", "9.7.16.10.9.2", "sparse MMAs are not modelled yet"),
+        Gap("tcgen05.mma.ws", "9.7.16.10.9.3", "weight-stationary MMAs are not modelled yet"),
+        Gap("tcgen05.ld.red", "9.7.16.8.3", "`tcgen05.ld.red` is not modelled yet"),
+        Gap("tcgen05.st", "9.7.16.8.4", "`tcgen05.st` is not modelled yet"),
+        Gap("tcgen05.wait::st", "9.7.16.8.5", "`tcgen05.wait::st` is not modelled yet"),
+        Gap("tcgen05.cp", "9.7.16.9.2", "`tcgen05.cp` is not modelled yet"),
+        Gap("tcgen05.shift", "9.7.16.9.3", "`tcgen05.shift` is not modelled yet"),
+        Gap("tcgen05.fence::before_thread_sync", "9.7.16.11.1",
+            "`tcgen05.fence::before_thread_sync` is not modelled yet"),
+        Gap("tcgen05.alloc", "9.7.16.7.1", "tensor-memory allocation is not modelled yet",
+            "declare the accumulator (`tmem acc;`)"),
+        Gap("tcgen05.dealloc", "9.7.16.7.1", "tensor-memory allocation is not modelled yet"),
+        Gap("tcgen05.relinquish_alloc_permit", "9.7.16.7.1",
+            "tensor-memory allocation is not modelled yet"),
+    )
+
+
+FORMS = _isa_forms()
+"""This family's rows of the instruction table (app/sim/isa.py)."""
