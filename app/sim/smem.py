@@ -110,10 +110,12 @@ def _st_shared(m, a, r, args, record) -> None:
 
 
 def _proxy_fence(m, a, r, args, record) -> None:
+    """`fence.proxy.async.shared::cta`: the executing CTA's shared memory only."""
     m.generic_reads[a] = 0
     fenced = []
+    cta, stages = m.agent_cta[a], m.program.stages
     for s, chunks in enumerate(m.chunks):
-        if any(w == W_GENERIC for _, w in chunks):
+        if stages[s].cta == cta and any(w == W_GENERIC for _, w in chunks):
             m.chunks[s] = [(t, W_GENERIC_FENCED if w == W_GENERIC else w) for t, w in chunks]
             fenced.append(m.stage_names[s])
     record["operands"] = {"stages": fenced}

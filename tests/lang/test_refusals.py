@@ -352,8 +352,19 @@ def test_the_built_ins_are_all_among_them():
 def test_every_prelude_instruction_is_a_modelled_form():
     text = (ROOT / "app" / "lang" / "prelude.pipe").read_text()
     helpers = [h for h in syntax.parse(text).items if isinstance(h, Helper)]
-    instrs = [s for h in helpers for s in h.body if isinstance(s, Instr)]
-    assert len(helpers) == 3 and len(instrs) == 4
+
+    def instructions(node):
+        if isinstance(node, Instr):
+            yield node
+        elif isinstance(node, tuple | list):
+            for item in node:
+                yield from instructions(item)
+        elif hasattr(node, "__dataclass_fields__"):
+            for name in node.__dataclass_fields__:
+                yield from instructions(getattr(node, name))
+
+    instrs = list(instructions(helpers))
+    assert len(helpers) == 4 and len(instrs) == 5
     for instr in instrs:
         opcodes.parse(instr.opcode, instr.pos.line, instr.pos.column)
 
