@@ -87,11 +87,18 @@ def _entries() -> list[GenCapture]:
                           ctas=SM_COUNT))
     out.append(GenCapture("gen_alternate_tiles_forget_phase_toggle", _pipe("alternate_tiles"),
                           {"tiles": 12}, ["forget_phase_toggle"], ctas=1, **may_trap))
-    # 2x1 clusters (cuLaunchKernelEx): one per SM pair; cluster 0 logs
-    for bugs in ([], ["release_local_only"], ["expect_tx_one_cta"]):
+    # 2x1 clusters (cuLaunchKernelEx): one per SM pair; cluster 0 logs. A CTA ends when its
+    # own agents are done, as the program's does, so a peer's remote arrive may reach an exited
+    # CTA (no_producer_tail); records are copied out before every arrive, where that could trap.
+    for bugs in ([], ["release_local_only"], ["expect_tx_one_cta"], ["no_producer_tail"]):
         name = "_".join(["gen_cluster_multicast", *bugs])
         out.append(GenCapture(name, "cluster_multicast", {"stages": 2, "tiles": 8}, bugs,
-                              ctas=SM_COUNT))
+                              ctas=SM_COUNT, **may_trap))
+    # The same bug with a cluster barrier before exit, as the generator once ended every
+    # cluster kernel: the barrier hides it (docs/gpu-capture.md, "How a cluster kernel ends").
+    out.append(GenCapture("gen_cluster_multicast_no_producer_tail_exit_sync",
+                          "cluster_multicast", {"stages": 2, "tiles": 8}, ["no_producer_tail"],
+                          ctas=SM_COUNT, exit_sync=True, **may_trap))
     return out
 
 

@@ -48,6 +48,9 @@ class GenCapture:
     flush_before_arrive: bool = False
     """Copy staged records out before every arrive, where the kernel may trap (an arrive is what
     traps): the trap then loses only the trapping arrive's record."""
+    exit_sync: bool = False
+    """A cluster's CTAs meet at a cluster barrier before they exit (safer than the program,
+    which has none): kept for the capture that shows what that barrier hides."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -88,7 +91,8 @@ def plan(cap: GenCapture) -> Plan:
 
     scenario_id, source, cfg = resolve(cap.pipeline, cap.params, cap.bugs)
     params = dict(cfg.params)
-    cuda = G.generate(cfg.program, title=scenario_id or cap.name, params=params, bugs=cfg.bugs)
+    cuda = G.generate(cfg.program, title=scenario_id or cap.name, params=params, bugs=cfg.bugs,
+                      exit_sync=cap.exit_sync)
     # Size each agent's log from a simulated run: twice the longest agent's lines, and room.
     run = Run.complete(cfg, Schedule("round_robin"), step_limit=200_000)
     counts = [0] * len(cfg.program.agents)

@@ -48,6 +48,8 @@ RACES = {
     "gen_double_buffer_tma_producer_skips_empty_wait_132ctas",
     "gen_cluster_multicast_release_local_only",
     "gen_cluster_multicast_expect_tx_one_cta",
+    "gen_cluster_multicast_no_producer_tail",
+    "gen_cluster_multicast_no_producer_tail_exit_sync",
 }
 """Captures whose ending is a race on silicon (a short announcement completes early or hangs, a
 trap comes from whichever CTA gets there first): any ending the engine reproduces will do."""
