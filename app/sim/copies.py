@@ -88,6 +88,7 @@ def _load(m, a, r, args, record) -> None:
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
+        ordering.forget(m, ordering.chunk_range(m, stage, first, end))
         same = m.stage_tile[stage] == tile
         m.stage_tile[stage] = tile
         m.stage_bars[stage] = (m.stage_bars[stage] if same else 0) | 1 << b
@@ -260,7 +261,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
     old_tile = m.chunks[stage][c][0]
-    if not op[OP_FLAGGED] & FLAG_EXITED and remote_access(
+    if m.clustered and not op[OP_FLAGGED] & FLAG_EXITED and remote_access(
             m, "the TMA engine", m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
             f"wrote {m.stage_names[stage]} and completed bytes on {m.barrier_names[b]} "
             f"for the multicast of {smem.tile_word(m, tile)}", record):

@@ -120,6 +120,7 @@ class Machine:
         self.agents = program.agents
         self.n_agents = len(program.agents)
         self.n_stages = len(program.stages)
+        self.n_bars = len(program.barriers)
         self.barrier_names = [b.name for b in program.barriers]
         self.stage_names = [s.name for s in program.stages]
         release: dict[int, list[int]] = {}
@@ -129,6 +130,8 @@ class Machine:
         self.release_stages = {b: tuple(stages) for b, stages in release.items()}
         """Per release barrier, every stage its arrivals release (a GEMM stage's A and B)."""
         self.agent_cta = tuple(a.cta for a in program.agents)
+        self.clustered = program.cluster > 1
+        """Whether anything can reach another CTA (remote arrives, multicast, mapa)."""
         self.chunk_base, self.chunk_mask, base = [], [], 0
         for stage in program.stages:
             self.chunk_base.append(base)
@@ -171,8 +174,7 @@ class Machine:
         """Barriers (a bit each) whose current phase / last completed phase holds a
         `tcgen05.commit` that covers every MMA issued so far."""
         self.know = [0] * self.n_agents
-        self.released = [[0] * n_bars, [0] * n_bars]
-        self.completed = [[0] * n_bars, [0] * n_bars]
+        self.carried = [0] * (4 * n_bars)
         """What each agent knows, and what each barrier's current and last completed phase
         carry, near and far (ordering.py)."""
         self.generic_reads = [0] * self.n_agents
@@ -208,8 +210,7 @@ class Machine:
             (tuple(self.observed), tuple(tuple(x) for x in self.tx_ledger), tuple(self.held),
              tuple(sorted((k, tuple(v)) for k, v in self.waits.items())),
              tuple(self.stage_bars), self.acc_dirty, tuple(self.acc_cover), tuple(self.know),
-             tuple(map(tuple, self.released)), tuple(map(tuple, self.completed)),
-             tuple(self.generic_reads)),
+             tuple(self.carried), tuple(self.generic_reads)),
             self.status,
         )
 
@@ -225,11 +226,10 @@ class Machine:
         self.tma = [list(op) for op in tma]
         self.bulk_committed = list(bulk)
         self.tensor_core = list(tensor_core)
-        (observed, ledger, held, waits, stage_bars, self.acc_dirty, cover, know, released,
-         completed, generic_reads) = meta
+        (observed, ledger, held, waits, stage_bars, self.acc_dirty, cover, know, carried,
+         generic_reads) = meta
         self.know = list(know)
-        self.released = [list(x) for x in released]
-        self.completed = [list(x) for x in completed]
+        self.carried = list(carried)
         self.generic_reads = list(generic_reads)
         self.observed = list(observed)
         self.tx_ledger = [list(x) for x in ledger]
