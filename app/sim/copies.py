@@ -4,7 +4,8 @@ groups of `cp.async.bulk.commit_group` / `wait_group[.read] N`.
 
 A load lands chunk by chunk; each landing writes its chunk of SMEM and performs complete-tx on the
 load's barrier, either at once or *held* until a later landing on the same barrier applies the
-held bytes with its own (the hardware does not fix how a copy's bytes are grouped: SEMANTICS.md).
+held bytes with its own (the hardware does not fix how a copy's bytes are grouped:
+docs/semantics.md).
 A store reads SMEM chunk by chunk (after which `wait_group.read` lets the stage be reused), then
 its writes land in global memory in one more move (after which plain `wait_group` returns).
 """

@@ -7,10 +7,11 @@ reading) one chunk of one in-flight bulk copy, or the tensor core retiring its o
 `ready` lists the ones that can move now (an agent blocked in `try_wait` or `wait_group` cannot),
 so a schedule, the UI's student and the exhaustive checker all choose among the same moves. A
 landing chunk may also *hold* its complete-tx so that a later landing on the same barrier applies
-both at once: the grouping of a copy's bytes is not fixed by the hardware (SEMANTICS.md), and the
-hold moves let the checker explore every grouping. Detectors run inside the move that causes a
-failure, so a diagnostic is pinned to its step. The machine is mutable for speed; `freeze()` gives
-an immutable, hashable value of the whole state and `thaw()` rebuilds a machine from it.
+both at once: the grouping of a copy's bytes is not fixed by the hardware (docs/semantics.md),
+and the hold moves let the checker explore every grouping. Detectors run inside the move that
+causes a failure, so a diagnostic is pinned to its step. The machine is mutable for speed;
+`freeze()` gives an immutable, hashable value of the whole state and `thaw()` rebuilds a machine
+from it.
 
 The barrier lines live in sync.py, bulk copies in copies.py, SMEM provenance in smem.py, the
 tensor core in tensor_core.py, failure reports in detectors.py and snapshots in snapshot.py.
@@ -380,7 +381,7 @@ class Machine:
 
     def cta_exited(self, cta: int) -> bool:
         """A CTA exits when all its agents are done; its shared memory, barriers included, is
-        gone (SEMANTICS.md, "CTA lifetime")."""
+        gone (docs/semantics.md, "CTA lifetime")."""
         regs, code = self.regs, self.code
         return all(regs[a][PC] >= code[a].end for a in range(self.n_agents)
                    if self.agent_cta[a] == cta)

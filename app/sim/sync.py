@@ -2,7 +2,7 @@
 `arrive_drop`), `expect_tx`, `complete_tx`, `try_wait`/`test_wait` (`.parity` or a state token),
 `inval`, and register updates; with the detectors that watch them.
 
-Follows the PTX ISA's mbarrier section and SEMANTICS.md. Beside the barrier itself the machine
+Follows the PTX ISA's mbarrier section and docs/semantics.md. Beside the barrier itself the machine
 keeps, per barrier, whether some wait has observed the current phase (`reuse_before_wait`), the
 bytes announced and the bytes of copies issued in the current phase (`tx_mismatch`), and per
 (agent, barrier) the parity of the agent's first wait and how many of its waits returned: the
