@@ -336,7 +336,7 @@ class Canonical:
                 queue.setdefault(entry[TC_AGENT], []).append(
                     (place, entry[:TC_AGENT], entry[TC_AGENT + 1:]))
         meta = frozen[F_META]
-        acc_dirty, know, generic_reads = meta[5], meta[7], meta[10]
+        acc_dirty, know, generic_reads = meta[5], meta[7], meta[9]
         full = {}
         for a in group:
             mine = self.bit[a]
@@ -375,14 +375,14 @@ class Canonical:
         ))
         new_tc = tuple((*e[:TC_AGENT], perm[e[TC_AGENT]], *e[TC_AGENT + 1:])
                        for e in tensor_core)
-        (observed, ledger, held, waits, stage_bars, acc_dirty, acc_cover, know, released,
-         completed, generic_reads) = meta
+        (observed, ledger, held, waits, stage_bars, acc_dirty, acc_cover, know, carried,
+         generic_reads) = meta
         new_waits = tuple(sorted(((perm[a], b), v) for (a, b), v in waits))
         new_know, new_reads = [0] * n, [0] * n
         for a, to in enumerate(perm):
             new_know[to], new_reads[to] = know[a], generic_reads[a]
         new_meta = (observed, ledger, held, new_waits, stage_bars, table[acc_dirty], acc_cover,
-                    tuple(new_know), released, completed, tuple(new_reads))
+                    tuple(new_know), carried, tuple(new_reads))
         return ((barriers, chunks, stage_tile, new_owed, tuple(new_regs), new_tma,
                  tuple(new_bulk), new_tc, new_meta, status),
                 tuple(new_pend))

@@ -4,7 +4,8 @@ groups of `cp.async.bulk.commit_group` / `wait_group[.read] N`.
 
 A load lands chunk by chunk; each landing writes its chunk of SMEM and performs complete-tx on the
 load's barrier, either at once or *held* until a later landing on the same barrier applies the
-held bytes with its own (the hardware does not fix how a copy's bytes are grouped: SEMANTICS.md).
+held bytes with its own (the hardware does not fix how a copy's bytes are grouped:
+docs/semantics.md).
 A store reads SMEM chunk by chunk (after which `wait_group.read` lets the stage be reused), then
 its writes land in global memory in one more move (after which plain `wait_group` returns).
 """
@@ -88,6 +89,7 @@ def _load(m, a, r, args, record) -> None:
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
+        ordering.forget(m, ordering.chunk_range(m, stage, first, end))
         same = m.stage_tile[stage] == tile
         m.stage_tile[stage] = tile
         m.stage_bars[stage] = (m.stage_bars[stage] if same else 0) | 1 << b
@@ -260,7 +262,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
     old_tile = m.chunks[stage][c][0]
-    if not op[OP_FLAGGED] & FLAG_EXITED and remote_access(
+    if m.clustered and not op[OP_FLAGGED] & FLAG_EXITED and remote_access(
             m, "the TMA engine", m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
             f"wrote {m.stage_names[stage]} and completed bytes on {m.barrier_names[b]} "
             f"for the multicast of {smem.tile_word(m, tile)}", record):

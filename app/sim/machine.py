@@ -7,10 +7,11 @@ reading) one chunk of one in-flight bulk copy, or the tensor core retiring its o
 `ready` lists the ones that can move now (an agent blocked in `try_wait` or `wait_group` cannot),
 so a schedule, the UI's student and the exhaustive checker all choose among the same moves. A
 landing chunk may also *hold* its complete-tx so that a later landing on the same barrier applies
-both at once: the grouping of a copy's bytes is not fixed by the hardware (SEMANTICS.md), and the
-hold moves let the checker explore every grouping. Detectors run inside the move that causes a
-failure, so a diagnostic is pinned to its step. The machine is mutable for speed; `freeze()` gives
-an immutable, hashable value of the whole state and `thaw()` rebuilds a machine from it.
+both at once: the grouping of a copy's bytes is not fixed by the hardware (docs/semantics.md),
+and the hold moves let the checker explore every grouping. Detectors run inside the move that
+causes a failure, so a diagnostic is pinned to its step. The machine is mutable for speed;
+`freeze()` gives an immutable, hashable value of the whole state and `thaw()` rebuilds a machine
+from it.
 
 The barrier lines live in sync.py, bulk copies in copies.py, SMEM provenance in smem.py, the
 tensor core in tensor_core.py, failure reports in detectors.py and snapshots in snapshot.py.
@@ -120,6 +121,7 @@ class Machine:
         self.agents = program.agents
         self.n_agents = len(program.agents)
         self.n_stages = len(program.stages)
+        self.n_bars = len(program.barriers)
         self.barrier_names = [b.name for b in program.barriers]
         self.stage_names = [s.name for s in program.stages]
         release: dict[int, list[int]] = {}
@@ -129,6 +131,8 @@ class Machine:
         self.release_stages = {b: tuple(stages) for b, stages in release.items()}
         """Per release barrier, every stage its arrivals release (a GEMM stage's A and B)."""
         self.agent_cta = tuple(a.cta for a in program.agents)
+        self.clustered = program.cluster > 1
+        """Whether anything can reach another CTA (remote arrives, multicast, mapa)."""
         self.chunk_base, self.chunk_mask, base = [], [], 0
         for stage in program.stages:
             self.chunk_base.append(base)
@@ -171,8 +175,7 @@ class Machine:
         """Barriers (a bit each) whose current phase / last completed phase holds a
         `tcgen05.commit` that covers every MMA issued so far."""
         self.know = [0] * self.n_agents
-        self.released = [[0] * n_bars, [0] * n_bars]
-        self.completed = [[0] * n_bars, [0] * n_bars]
+        self.carried = [0] * (4 * n_bars)
         """What each agent knows, and what each barrier's current and last completed phase
         carry, near and far (ordering.py)."""
         self.generic_reads = [0] * self.n_agents
@@ -208,8 +211,7 @@ class Machine:
             (tuple(self.observed), tuple(tuple(x) for x in self.tx_ledger), tuple(self.held),
              tuple(sorted((k, tuple(v)) for k, v in self.waits.items())),
              tuple(self.stage_bars), self.acc_dirty, tuple(self.acc_cover), tuple(self.know),
-             tuple(map(tuple, self.released)), tuple(map(tuple, self.completed)),
-             tuple(self.generic_reads)),
+             tuple(self.carried), tuple(self.generic_reads)),
             self.status,
         )
 
@@ -225,11 +227,10 @@ class Machine:
         self.tma = [list(op) for op in tma]
         self.bulk_committed = list(bulk)
         self.tensor_core = list(tensor_core)
-        (observed, ledger, held, waits, stage_bars, self.acc_dirty, cover, know, released,
-         completed, generic_reads) = meta
+        (observed, ledger, held, waits, stage_bars, self.acc_dirty, cover, know, carried,
+         generic_reads) = meta
         self.know = list(know)
-        self.released = [list(x) for x in released]
-        self.completed = [list(x) for x in completed]
+        self.carried = list(carried)
         self.generic_reads = list(generic_reads)
         self.observed = list(observed)
         self.tx_ledger = [list(x) for x in ledger]
@@ -380,7 +381,7 @@ class Machine:
 
     def cta_exited(self, cta: int) -> bool:
         """A CTA exits when all its agents are done; its shared memory, barriers included, is
-        gone (SEMANTICS.md, "CTA lifetime")."""
+        gone (docs/semantics.md, "CTA lifetime")."""
         regs, code = self.regs, self.code
         return all(regs[a][PC] >= code[a].end for a in range(self.n_agents)
                    if self.agent_cta[a] == cta)

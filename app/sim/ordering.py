@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from .detectors import Diagnostic
 
-NEAR, FAR = 0, 1
+RELEASED_NEAR, RELEASED_FAR, COMPLETED_NEAR, COMPLETED_FAR = range(4)
+"""`Machine.carried` holds four runs of one int per barrier, in this order."""
 
 
 def chunk_bits(m, stage: int) -> int:
@@ -38,15 +39,8 @@ def act_bit(m, b: int) -> int:
 def forget(m, bits: int) -> None:
     """A new write to these chunks (or a new init): old knowledge of them means nothing now."""
     keep = ~bits
-    know = m.know
-    for a in range(m.n_agents):
-        know[a] &= keep
-    for side in m.released:
-        for b in range(len(side)):
-            side[b] &= keep
-    for side in m.completed:
-        for b in range(len(side)):
-            side[b] &= keep
+    m.know = [k & keep for k in m.know]
+    m.carried = [x & keep for x in m.carried]
 
 
 def write(m, a: int, bits: int) -> None:
@@ -55,10 +49,16 @@ def write(m, a: int, bits: int) -> None:
     m.know[a] |= bits
 
 
+def chunk_range(m, stage: int, first: int, end: int) -> int:
+    """The knowledge bits of chunks `first..end-1` of `stage`."""
+    return ((1 << (end - first)) - 1) << (m.chunk_base[stage] + first)
+
+
 def land(m, bit: int, b: int) -> None:
-    """A copy wrote one chunk and releases it with its complete-tx on barrier `b`."""
-    forget(m, bit)
-    m.released[NEAR][b] |= bit
+    """A copy wrote one chunk and releases it with its complete-tx on barrier `b`. (The
+    knowledge of what the chunk held before was forgotten when the copy was issued: a read of
+    the old data after that is a use after release, which ownership already reports.)"""
+    m.carried[b] |= bit
 
 
 def touch(m, a: int, b: int) -> None:
@@ -72,25 +72,34 @@ def release(m, a: int, b: int, sem: str | None, scope: str | None) -> None:
     if sem == "relaxed":
         return
     if m.agent_cta[a] == m.program.barriers[b].cta:
-        m.released[NEAR][b] |= m.know[a]
+        m.carried[b] |= m.know[a]
     elif scope == "cluster":
-        m.released[FAR][b] |= m.know[a]
+        m.carried[m.n_bars + b] |= m.know[a]
 
 
 def complete(m, b: int) -> None:
     """Barrier `b` completed a phase: what its arrivals released is what its waits learn."""
-    for side in (NEAR, FAR):
-        m.completed[side][b] = m.released[side][b]
-        m.released[side][b] = 0
+    carried, n = m.carried, m.n_bars
+    carried[2 * n + b], carried[3 * n + b] = carried[b], carried[n + b]
+    carried[b] = carried[n + b] = 0
+
+
+def reset(m, b: int) -> None:
+    """`mbarrier.init`: the barrier carries nothing, and its phase 0 has not begun."""
+    forget(m, act_bit(m, b))
+    n = m.n_bars
+    for side in range(4):
+        m.carried[side * n + b] = 0
 
 
 def acquire(m, a: int, b: int, sem: str | None, scope: str | None) -> None:
     """A wait of agent `a` returned true on barrier `b`'s last completion."""
     if sem == "relaxed":
         return
-    learned = m.completed[NEAR][b]
+    carried, n = m.carried, m.n_bars
+    learned = carried[2 * n + b]
     if scope == "cluster":
-        learned |= m.completed[FAR][b]
+        learned |= carried[3 * n + b]
     m.know[a] |= learned
 
 
@@ -103,18 +112,22 @@ def unordered(m, stage: int, tile: int, known: int) -> int:
 
 def check(m, agents: list[str], stage: int, tile: int, known: int, record: dict,
           reader: str, what: str) -> None:
-    """`ordering_race`: a read found the right data, but nothing orders it after the writes."""
+    """`ordering_race`: a read found the right data, but nothing orders it after the writes
+    (or a load in flight is already writing over them)."""
     missing = unordered(m, stage, tile, known)
     if not missing:
         return
     stage_name = m.stage_names[stage]
     n = len(m.chunks[stage])
+    if any(op[0] == 0 and op[2] == stage for op in m.tma):  # copies.LOAD into this stage
+        why = ("a TMA load issued since is writing over them, so the read races with its "
+               "landing")
+    else:
+        why = ("no acquire wait of it observed a release of them: a .relaxed arrive or wait "
+               "orders nothing, a .cta scope does not reach another CTA, and a write landing "
+               "after the wait is not ordered before it; it may read the old bytes")
     record["diagnostics"].append(Diagnostic.make(
         "ordering_race", m.step_no,
-        f"{reader} read {what} from {stage_name}, but {missing} of its {n} "
-        "chunks were written by writes its read is not ordered after (no acquire wait of it "
-        "observed a release of them: a .relaxed arrive or wait orders nothing, a .cta scope "
-        "does not reach another CTA, and a write landing after the wait is not ordered before "
-        "it), so it may read the old bytes.", agents=agents,
+        f"{reader} read {what} from {stage_name}, but {missing} of its {n} chunks were "
+        f"written by writes its read is not ordered after ({why}).", agents=agents,
         stage=stage_name))
-

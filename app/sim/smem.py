@@ -70,7 +70,8 @@ def _ld_shared(m, a, r, args, record) -> None:
     stage, tile = stage_fn(r), tile_fn(r)
     name = m.agents[a].name
     record["operands"] = {"stage": m.stage_names[stage], "tile": tile_index(tile)}
-    _remote(m, a, stage, "read", record)
+    if m.clustered:
+        _remote(m, a, stage, "read", record)
     if check_read(m, [name], stage, tile, record, name):
         ordering.check(m, [name], stage, tile, m.know[a], record, name, tile_word(m, tile))
     if m.stage_tile[stage] == tile:
@@ -99,7 +100,8 @@ def _st_shared(m, a, r, args, record) -> None:
                 f"use: {', '.join(holders)} had not released it.",
                 agents=[m.agents[a].name, *holders], stage=stage_name))
             del m.owed[(s, old)]
-    _remote(m, a, stage, "wrote", record)
+    if m.clustered:
+        _remote(m, a, stage, "wrote", record)
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
     m.stage_bars[stage] = 0

@@ -2,7 +2,7 @@
 `arrive_drop`), `expect_tx`, `complete_tx`, `try_wait`/`test_wait` (`.parity` or a state token),
 `inval`, and register updates; with the detectors that watch them.
 
-Follows the PTX ISA's mbarrier section and SEMANTICS.md. Beside the barrier itself the machine
+Follows the PTX ISA's mbarrier section and docs/semantics.md. Beside the barrier itself the machine
 keeps, per barrier, whether some wait has observed the current phase (`reuse_before_wait`), the
 bytes announced and the bytes of copies issued in the current phase (`tx_mismatch`), and per
 (agent, barrier) the parity of the agent's first wait and how many of its waits returned: the
@@ -48,9 +48,7 @@ def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
     if kind == "init":
         m.observed[b] = 1
         m.tx_ledger[b] = [0, 0, 0]
-        ordering.forget(m, ordering.act_bit(m, b))
-        for side in (*m.released, *m.completed):
-            side[b] = 0
+        ordering.reset(m, b)
     if done:
         events.append({"kind": "phase_completed", "barrier": name, "phase": barrier.phase,
                        "parity": barrier.phase & 1})
@@ -70,7 +68,7 @@ def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> Non
     some wait must return true for phase k before any arrive-on in phase k+1. A remote arrive
     into a CTA that has exited is `remote_after_exit`."""
     barrier = m.barriers[b]
-    if cta is not None:
+    if cta is not None and m.clustered:
         remote_access(m, a_name, cta, m.program.barriers[b].cta, f"arrived on "
                       f"{m.barrier_names[b]}", record)
     if not m.observed[b] and barrier.valid and barrier.phase > 0:
@@ -223,8 +221,9 @@ def _expect_tx(m, a, r, args, record) -> None:
     n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.expect_tx")
-    remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
-                  f"announced bytes on {m.barrier_names[b]}", record)
+    if m.clustered:
+        remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
+                      f"announced bytes on {m.barrier_names[b]}", record)
     ordering.touch(m, a, b)
     m.tx_ledger[b][ANNOUNCED] += n
     if not barrier_op(m, record, b, "expect_tx", n):
@@ -237,8 +236,9 @@ def _complete_tx(m, a, r, args, record) -> None:
     n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.complete_tx")
-    remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
-                  f"completed bytes on {m.barrier_names[b]}", record)
+    if m.clustered:
+        remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
+                      f"completed bytes on {m.barrier_names[b]}", record)
     m.tx_ledger[b][ISSUED] += n
     if not barrier_op(m, record, b, "complete_tx", n):
         tx_check(m, b, record)
