@@ -931,6 +931,8 @@ def _exit_runs(probe: str, launches: int) -> dict:
                          "clusters": EXIT_CLUSTERS})
             continue
         runs.extend(result["runs"])
+        if any(r["ending"] == "hung" for r in result["runs"]):
+            break  # a launch that never finished: no more of this variant
     return {"probe": probe, "runs": runs[:launches]}
 
 
