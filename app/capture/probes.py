@@ -949,6 +949,7 @@ def _child(mode: str) -> dict | None:
         sys.stderr.write(f"probe {mode}: no result (exit {proc.returncode}): "
                          f"{proc.stderr[-500:]}\n")
         return None
+    sys.stderr.write(f"probe {mode}: {lines[-1]}\n")  # the measurement, whatever comes next
     return json.loads(lines[-1])
 
 
