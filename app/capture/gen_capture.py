@@ -94,11 +94,15 @@ def _entries() -> list[GenCapture]:
         name = "_".join(["gen_cluster_multicast", *bugs])
         out.append(GenCapture(name, "cluster_multicast", {"stages": 2, "tiles": 8}, bugs,
                               ctas=SM_COUNT, **may_trap))
-    # The same bug with a cluster barrier before exit, as the generator once ended every
-    # cluster kernel: the barrier hides it (docs/gpu-capture.md, "How a cluster kernel ends").
-    out.append(GenCapture("gen_cluster_multicast_no_producer_tail_exit_sync",
-                          "cluster_multicast", {"stages": 2, "tiles": 8}, ["no_producer_tail"],
-                          ctas=SM_COUNT, exit_sync=True, **may_trap))
+    # A remote arrive into a CTA that has exited, in one cluster: the H200 never completes it,
+    # so the kernel hangs and the runner keeps the log it has (`host_bound_s`); with the
+    # cluster barrier before exit that the generator once ended every cluster kernel with, the
+    # same kernel finishes: the barrier hides the bug (docs/gpu-capture.md, "How a cluster
+    # kernel ends"). Raw logs only (ship.SKIPPED).
+    for exit_sync in (False, True):
+        out.append(GenCapture("gen_remote_after_exit" + ("_exit_sync" if exit_sync else ""),
+                              _pipe("remote_after_exit"), {"rounds": 8}, ctas=2,
+                              host_bound_s=3.0, exit_sync=exit_sync, **may_trap))
     return out
 
 
