@@ -198,6 +198,8 @@ class Machine:
         except ProgramError:
             self.status = UNDEFINED
         self._ready = None
+        if self.status == RUNNING:
+            self._settle(None)  # a program may be done, or deadlocked, before its first step
 
     def freeze(self) -> tuple:
         """The whole state as nested tuples: immutable, hashable, canonical (no step number)."""
