@@ -38,8 +38,6 @@ def op_name(m, op: list) -> str:
 
 
 def _same_name(m, a: list, b: list) -> bool:
-    if a[OP_DIR] != b[OP_DIR] or a[OP_TILE] != b[OP_TILE]:
-        return False
     if a[OP_DIR] == LOAD:
         stages = m.program.stages
         return stages[a[OP_STAGE]].cta == stages[b[OP_STAGE]].cta
@@ -48,7 +46,9 @@ def _same_name(m, a: list, b: list) -> bool:
 
 def _issue(m, op: list) -> None:
     """Put a new copy in flight with the lowest serial its name leaves free."""
-    taken = {other[OP_SERIAL] for other in m.tma if _same_name(m, op, other)}
+    direction, tile = op[OP_DIR], op[OP_TILE]
+    taken = [other[OP_SERIAL] for other in m.tma
+             if other[OP_TILE] == tile and other[OP_DIR] == direction and _same_name(m, op, other)]
     serial = 1
     while serial in taken:
         serial += 1
@@ -155,6 +155,8 @@ def _store(m, a, r, args, record) -> None:
 def _unknown_chunks(m, a: int, stage: int, first: int, end: int) -> int:
     """Chunks a store would read whose current write its issuer does not know (ordering.py)."""
     known, base = m.know[a], m.chunk_base[stage]
+    if known & m.chunk_mask[stage] == m.chunk_mask[stage]:
+        return 0
     return sum(1 for c in range(first, end)
                if m.chunks[stage][c][0] != smem.NO_TILE and not known >> (base + c) & 1)
 
@@ -277,7 +279,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"{smem.tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
     m.chunks[stage][c] = (tile, smem.W_ASYNC)
-    ordering.land(m, 1 << (m.chunk_base[stage] + c), b)
+    m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
                              "chunk": c, "tile": smem.tile_index(tile)})
     bar_name = m.barrier_names[b]

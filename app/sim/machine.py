@@ -132,6 +132,8 @@ class Machine:
         """Per release barrier, every stage its arrivals release (a GEMM stage's A and B)."""
         self.agent_cta = tuple(a.cta for a in program.agents)
         self.clustered = program.cluster > 1
+        self.barrier_cta = tuple(b.cta for b in program.barriers)
+        self.releasable = tuple(s.release is not None for s in program.stages)
         """Whether anything can reach another CTA (remote arrives, multicast, mapa)."""
         self.chunk_base, self.chunk_mask, base = [], [], 0
         for stage in program.stages:
@@ -196,6 +198,8 @@ class Machine:
         except ProgramError:
             self.status = UNDEFINED
         self._ready = None
+        if self.status == RUNNING:
+            self._settle(None)  # a program may be done, or deadlocked, before its first step
 
     def freeze(self) -> tuple:
         """The whole state as nested tuples: immutable, hashable, canonical (no step number)."""

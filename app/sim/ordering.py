@@ -71,7 +71,7 @@ def release(m, a: int, b: int, sem: str | None, scope: str | None) -> None:
     """An arrive by agent `a` on barrier `b` with PTX's `.sem` and `.scope`."""
     if sem == "relaxed":
         return
-    if m.agent_cta[a] == m.program.barriers[b].cta:
+    if m.agent_cta[a] == m.barrier_cta[b]:
         m.carried[b] |= m.know[a]
     elif scope == "cluster":
         m.carried[m.n_bars + b] |= m.know[a]
@@ -105,6 +105,8 @@ def acquire(m, a: int, b: int, sem: str | None, scope: str | None) -> None:
 
 def unordered(m, stage: int, tile: int, known: int) -> int:
     """How many chunks of `stage` hold `tile` from a write that `known` does not include."""
+    if known & m.chunk_mask[stage] == m.chunk_mask[stage]:
+        return 0
     base = m.chunk_base[stage]
     return sum(1 for c, (t, _) in enumerate(m.chunks[stage])
                if t == tile and not known >> (base + c) & 1)

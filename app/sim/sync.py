@@ -106,7 +106,7 @@ def take(m, a: int, stage: int, tile: int) -> None:
     """Agent `a` holds `tile` of `stage` until it arrives on the stage's release barrier: a tile
     is owed by the agents that waited for it or read it, not by every agent whose code names
     the array (consumers that split a ring, a consumer that left with `arrive_drop`)."""
-    if m.program.stages[stage].release is not None and tile >= 0:
+    if m.releasable[stage] and tile >= 0:
         key = (stage, tile)
         m.owed[key] = m.owed.get(key, 0) | 1 << a
 
@@ -319,8 +319,8 @@ def _returned(m, a, r, b, record, event, parity, needed, token: bool = False) ->
     ordering.acquire(m, a, b, line.sem, line.scope)
     bit = 1 << b
     if not stale:  # a stale return gets no tile: the one it returned on was used already
-        for stage in range(m.n_stages):
-            if m.stage_bars[stage] & bit:
+        for stage, bars in enumerate(m.stage_bars):
+            if bars & bit:
                 take(m, a, stage, m.stage_tile[stage])
     if m.acc_cover[1] & bit:
         m.acc_dirty &= ~(1 << a)

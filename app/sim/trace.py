@@ -38,7 +38,8 @@ class Run:
         self.machine = Machine(cfg)
         self.choices = bytearray()
         self.checkpoints = [self.machine.freeze()]
-        self.diagnostics: list[dict] = []
+        self.diagnostics: list[dict] = list(self.machine.stop_report)
+        """A deadlock before the first step is reported at step 0."""
 
     def __getstate__(self) -> dict:
         """Runs travel between processes (built in a worker, served by the event loop's
