@@ -390,12 +390,7 @@ EXIT_HOST_BOUND_S = 3.0
 EXIT_WORDS = 8
 
 
-DIFFERENCES = {
-    "hung": "On the H200 a remote arrive or multicast copy into a CTA that has exited never "
-            "completes, and the launch hangs; the engine names the access `remote_after_exit` "
-            "(the verdict is unsafe either way) but applies it to the exited CTA's barrier and "
-            "runs on, so its run ends `done`, not hung.",
-}
+DIFFERENCES: dict[str, str] = {}
 """An ending silicon showed that the model cannot reach -> the sentence that says so. A row
 whose silicon ending is not among the model's ships only with its sentence here (in
 `model.differs`), as a replay that does not match ships only with its sentence in
@@ -795,6 +790,7 @@ def _exit_doc(measured: list[dict] | None, previous: dict | None) -> dict:
     else:
         rows = [_exit_row(m) for m in measured]
     for row in rows:
+        row["silicon"] = _exit_seen(row, EXIT[row["probe"]][0])
         row["model"] = program_model(exit_pipeline(row["probe"]))
         differs = {k: DIFFERENCES[k] for k in row.get("silicon") or []
                    if k not in row["model"]["reachable"] and k in DIFFERENCES}
@@ -836,19 +832,20 @@ def _exit_row(measured: dict) -> dict:
 
 
 def _exit_seen(row: dict, mode: int) -> list[str]:
-    """What silicon showed, in the words of the model's `reachable`: `hung` for a launch that
-    never finished; for the control, `done` when CTA 1 saw every arrive (`deadlock` when its
-    wait gave up); for a launch that reached into the exited CTA and finished or trapped,
-    `remote_after_exit` (the access went through silently, or its consequence was the trap)."""
+    """What silicon showed, in the words of the model's `reachable`. The control (the peer
+    alive): `done` when CTA 1 saw every arrive, `deadlock` when its wait gave up, `hung` for a
+    launch that never finished. A launch that reached into the exited CTA: `remote_after_exit`
+    whatever followed (the access lost silently, a trap, or a fence after it that never
+    returned): the model stops there, since what follows is undefined."""
     seen = set()
     e = row["endings"]
-    if e["hung"]:
-        seen.add("hung")
     if mode == 0:
+        if e["hung"]:
+            seen.add("hung")
         if e["finished"]:
             seen.add("done" if row.get("peer_saw_arrive") == row["clusters"] else "deadlock")
         return sorted(seen)
-    if e["finished"] or e["trapped"]:
+    if e["finished"] or e["trapped"] or e["hung"]:
         seen.add("remote_after_exit")
     return sorted(seen)
 

@@ -19,7 +19,7 @@ from .program import ProgramError
 from .sync import ISSUED, barrier_op, remote_access, tx_check
 
 LOAD, STORE = 0, 1
-FLAG_OVERWRITE, FLAG_PROXY, FLAG_EXITED = 1, 2, 4
+FLAG_OVERWRITE, FLAG_PROXY = 1, 2
 # An in-flight copy: [direction, tile, stage, barrier, next_chunk, end_chunk, agent, group,
 #                     flagged (FLAG_* bits: each diagnostic once per copy), writing, serial]
 (OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING,
@@ -264,11 +264,10 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
     old_tile = m.chunks[stage][c][0]
-    if m.clustered and not op[OP_FLAGGED] & FLAG_EXITED and remote_access(
-            m, "the TMA engine", m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
-            f"wrote {m.stage_names[stage]} and completed bytes on {m.barrier_names[b]} "
-            f"for the multicast of {smem.tile_word(m, tile)}", record):
-        op[OP_FLAGGED] |= FLAG_EXITED
+    if m.clustered:
+        remote_access(m, m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
+                      f"the multicast of {smem.tile_word(m, tile)} wrote "
+                      f"{m.stage_names[stage]} and completed bytes on {m.barrier_names[b]}")
     if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
         op[OP_FLAGGED] |= FLAG_OVERWRITE
         holders = [a.name for i, a in enumerate(m.agents) if m.owed[(stage, old_tile)] >> i & 1]

@@ -3,7 +3,7 @@ reports made when no move is left (`deadlock`, and the long side of `tx_mismatch
 
 from __future__ import annotations
 
-UB_KINDS = {"over_arrival", "tx_overflow", "tx_underflow", "stale_token"}
+UB_KINDS = {"over_arrival", "tx_overflow", "tx_underflow", "stale_token", "remote_after_exit"}
 """Undefined-behaviour rules that are diagnostics of their own; others: `undefined_behavior`."""
 
 

@@ -71,7 +71,7 @@ def _ld_shared(m, a, r, args, record) -> None:
     name = m.agents[a].name
     record["operands"] = {"stage": m.stage_names[stage], "tile": tile_index(tile)}
     if m.clustered:
-        _remote(m, a, stage, "read", record)
+        _remote(m, a, stage, "read")
     if check_read(m, [name], stage, tile, record, name):
         ordering.check(m, [name], stage, tile, m.know[a], record, name, tile_word(m, tile))
     if m.stage_tile[stage] == tile:
@@ -79,12 +79,12 @@ def _ld_shared(m, a, r, args, record) -> None:
     m.generic_reads[a] |= 1 << stage
 
 
-def _remote(m, a: int, stage: int, what: str, record: dict) -> None:
+def _remote(m, a: int, stage: int, what: str) -> None:
     """`ld.shared::cluster` / `st.shared::cluster` through `mapa` into a CTA that has exited."""
     from .sync import remote_access
 
-    remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.stages[stage].cta,
-                  f"{what} {m.stage_names[stage]}", record)
+    remote_access(m, m.agent_cta[a], m.program.stages[stage].cta,
+                  f"{what} {m.stage_names[stage]}")
 
 
 def _st_shared(m, a, r, args, record) -> None:
@@ -101,7 +101,7 @@ def _st_shared(m, a, r, args, record) -> None:
                 agents=[m.agents[a].name, *holders], stage=stage_name))
             del m.owed[(s, old)]
     if m.clustered:
-        _remote(m, a, stage, "wrote", record)
+        _remote(m, a, stage, "wrote")
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
     m.stage_bars[stage] = 0

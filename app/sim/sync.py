@@ -69,8 +69,7 @@ def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> Non
     into a CTA that has exited is `remote_after_exit`."""
     barrier = m.barriers[b]
     if cta is not None and m.clustered:
-        remote_access(m, a_name, cta, m.program.barriers[b].cta, f"arrived on "
-                      f"{m.barrier_names[b]}", record)
+        remote_access(m, cta, m.barrier_cta[b], f"arrived on {m.barrier_names[b]}")
     if not m.observed[b] and barrier.valid and barrier.phase > 0:
         m.observed[b] = 1
         name = m.barrier_names[b]
@@ -82,17 +81,18 @@ def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> Non
             barrier=name))
 
 
-def remote_access(m, who: str, from_cta: int, to_cta: int, what: str, record: dict) -> bool:
-    """`remote_after_exit`: a CTA reached into a peer whose agents have all finished (CUDA:
-    distributed-shared-memory accesses must complete before the target block exits)."""
+def remote_access(m, from_cta: int, to_cta: int, what: str) -> None:
+    """`remote_after_exit` stops the run: a CTA reached into a peer whose agents have all
+    finished, whose shared memory is gone (CUDA: distributed-shared-memory accesses must
+    complete before the target block exits). What follows is not defined, and the H200 shows
+    it: the access is lost, or the next fence of the CTA that made it never returns (probe
+    rows `remote_after_exit`, traces/probes.json)."""
     if from_cta == to_cta or not m.cta_exited(to_cta):
-        return False
-    record["diagnostics"].append(Diagnostic.make(
-        "remote_after_exit", m.step_no,
-        f"{who} {what} in CTA {to_cta}, which has exited (all its agents are done): its shared "
-        "memory is gone; a CTA must not exit while peers still access it (CUTLASS's producer "
-        "tail loop waits for them).", agents=[who]))
-    return True
+        return
+    raise UndefinedBehavior("remote_after_exit", f"{what} in CTA {to_cta}, which has "
+                            "exited (all its agents are done): its shared memory is gone; a "
+                            "CTA must not exit while peers still access it (CUTLASS's "
+                            "producer_tail waits for them)")
 
 
 def release(m, a: int, b: int) -> None:
@@ -222,8 +222,8 @@ def _expect_tx(m, a, r, args, record) -> None:
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.expect_tx")
     if m.clustered:
-        remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
-                      f"announced bytes on {m.barrier_names[b]}", record)
+        remote_access(m, m.agent_cta[a], m.barrier_cta[b],
+                      f"announced bytes on {m.barrier_names[b]}")
     ordering.touch(m, a, b)
     m.tx_ledger[b][ANNOUNCED] += n
     if not barrier_op(m, record, b, "expect_tx", n):
@@ -237,8 +237,8 @@ def _complete_tx(m, a, r, args, record) -> None:
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.complete_tx")
     if m.clustered:
-        remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
-                      f"completed bytes on {m.barrier_names[b]}", record)
+        remote_access(m, m.agent_cta[a], m.barrier_cta[b],
+                      f"completed bytes on {m.barrier_names[b]}")
     m.tx_ledger[b][ISSUED] += n
     if not barrier_op(m, record, b, "complete_tx", n):
         tx_check(m, b, record)
