@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from threading import Event
 
-MAX_LOCAL_MOVES = 100_000
+MAX_LOCAL_MOVES = 20_000
 """Local moves one closure may make (a program's own runs of local lines are a few moves; a
 `while (1)` that issues bulk stores and never waits makes them forever)."""
 
@@ -99,4 +99,5 @@ class CloseGuard:
                                   "repeating: the program may not terminate")
         reason = self.budget.reason()
         if reason is not None:
-            raise Stop(reason)
+            raise Stop(reason, f"the limit came while {who} had made {moves:,} moves in a row "
+                               "that no other mover sees: the program may not terminate")

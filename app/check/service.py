@@ -180,6 +180,9 @@ def summary(describe: dict, out: Exploration) -> str:
     if out.verdict == "unsafe":
         return f"{what}: unsafe. Shortest schedules: {listed} ({out.states:,} states explored)."
     reason = STOP_REASONS.get(out.stopped_by or "", out.stopped_by)
+    if out.states == 0:
+        return (f"{what}: inconclusive. Stopped by {reason} before the first state was "
+                f"stored.{note}")
     text = (f"{what}: inconclusive. Stopped by {reason} after {out.states:,} states; every "
             f"schedule of at most {out.depth - 1} steps was checked.{note}")
     if found:

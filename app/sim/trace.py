@@ -222,30 +222,44 @@ class Run:
         Round robin is a function of (state, the chooser's last move), so the first repeat of
         that pair starts a cycle the run would follow forever; a random run is a function of
         its state alone while every state leaves one mover (the search restarts wherever it
-        has a choice). The tortoise is compared by registers first (cheap), then in full."""
+        has a choice). The tortoise is compared by registers and barrier phases first (cheap),
+        then in full."""
         machine, choices = self.machine, self.choices
+        diagnostics, checkpoints = self.diagnostics, self.checkpoints
         robin = isinstance(chooser, RoundRobin)
         made, origin = 0, self.total_steps
+        begin = origin
         start_last = chooser.last if robin else None
         power = lam = 1
-        t_regs, t_frozen, t_last = _copy_regs(machine.regs), machine.freeze(), start_last
+        regs, barriers = machine.regs, machine.barriers
+        t_regs, t_frozen, t_last = _copy_regs(regs), machine.freeze(), start_last
+        t_phases = [b.phase for b in barriers]
         limit = min(max_steps, self.step_limit - len(choices))
         while made < limit and machine.status == RUNNING:
             forced = robin or len(machine.ready) <= 1
-            if not self._extend(chooser, 1):
+            move = chooser(machine)
+            if move is None:
                 break
+            record = machine.step(move)
+            choices.append(move)
             made += 1
+            if record["diagnostics"]:
+                diagnostics.extend(record["diagnostics"])
+            if machine.step_no % CHECKPOINT_EVERY == 0:
+                checkpoints.append(machine.freeze())
             if not forced:  # a real choice: the forced sequence starts after it
-                origin, power, lam = self.total_steps, 1, 1
-                t_regs, t_frozen = _copy_regs(machine.regs), machine.freeze()
+                origin, power, lam = len(choices), 1, 1
+                t_regs, t_frozen = _copy_regs(regs), machine.freeze()
+                t_phases = [b.phase for b in barriers]
                 continue
-            last = chooser.last if robin else None
-            if (last == t_last and machine.regs == t_regs
+            last = move if robin else None
+            if (last == t_last and regs == t_regs and [b.phase for b in barriers] == t_phases
                     and machine.freeze() == t_frozen):
                 self._close_cycle(origin, start_last if robin else False, lam)
-                return made
+                return self.total_steps - begin
             if power == lam:
-                t_regs, t_frozen, t_last = _copy_regs(machine.regs), machine.freeze(), last
+                t_regs, t_frozen, t_last = _copy_regs(regs), machine.freeze(), last
+                t_phases = [b.phase for b in barriers]
                 power <<= 1
                 lam = 0
             lam += 1
