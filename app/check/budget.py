@@ -94,10 +94,10 @@ class CloseGuard:
 
     def tick(self, moves: int, who: str) -> None:
         if moves >= self.max_moves:
-            raise Stop("runaway", f"{who} made {moves:,} moves in a row that no other mover "
-                                  "sees (local lines, bulk-store reads) without its state "
-                                  "repeating: the program may not terminate")
+            raise Stop("runaway", f"One closure ran away: {who} made {moves:,} moves in a row "
+                                  "that no other mover sees (local lines, bulk-store reads) "
+                                  "without its state repeating: the program may not terminate")
         reason = self.budget.reason()
         if reason is not None:
-            raise Stop(reason, f"the limit came while {who} had made {moves:,} moves in a row "
+            raise Stop(reason, f"The limit came while {who} had made {moves:,} moves in a row "
                                "that no other mover sees: the program may not terminate")

@@ -166,7 +166,7 @@ def summary(describe: dict, out: Exploration) -> str:
     listed = ", ".join(f"{f.kind} in {f.steps} steps"
                        + (f" (repeating from step {f.cycle_from})" if f.cycle_from else "")
                        for f in found)
-    note = f" {out.note[0].upper()}{out.note[1:]}." if out.note else ""
+    note = f" {out.note}." if out.note else ""
     if out.verdict == "safe":
         return (f"{what}: safe. No schedule reaches a diagnostic ({out.states:,} states "
                 f"explored).")
