@@ -124,8 +124,6 @@ class GpuOrderReplay(RunEnd):
     def move(self, number: int) -> dict:
         m = self.m
         name = m.moves()[number]
-        if m.resolve(name) != number:  # two copies of one name: the oldest moves first
-            number = m.resolve(name)
         k = number - m.n_agents - 1
         if 0 <= k < len(m.tma) and m.tma[k][OP_DIR] == STORE and not m.tma[k][OP_WRITING]:
             op = m.tma[k]  # a store reads a chunk: what it will write to global memory

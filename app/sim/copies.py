@@ -19,16 +19,39 @@ from .sync import ISSUED, barrier_op, tx_check
 
 LOAD, STORE = 0, 1
 # An in-flight copy: [direction, tile, stage, barrier, next_chunk, end_chunk, agent, group,
-#                     flagged, writing]
-OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING = (
-    range(10))
+#                     flagged, writing, serial]
+(OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING,
+ OP_SERIAL) = range(11)
 
 
 def op_name(m, op: list) -> str:
+    """A copy's name, unique among the copies in flight and fixed for its life: `load:t3`,
+    `load:t3@cta1` in a cluster, `store:consumer0:t3`; a copy issued while another of the same
+    name is in flight gets the lowest free suffix (`load:t3#2@cta1`)."""
+    serial = "" if op[OP_SERIAL] == 1 else f"#{op[OP_SERIAL]}"
     if op[OP_DIR] == LOAD:
         where = f"@cta{m.program.stages[op[OP_STAGE]].cta}" if m.program.cluster > 1 else ""
-        return f"load:{smem.tile_tag(m, op[OP_TILE])}{where}"
-    return f"store:{m.agents[op[OP_AGENT]].name}:{smem.tile_tag(m, op[OP_TILE])}"
+        return f"load:{smem.tile_tag(m, op[OP_TILE])}{serial}{where}"
+    return f"store:{m.agents[op[OP_AGENT]].name}:{smem.tile_tag(m, op[OP_TILE])}{serial}"
+
+
+def _same_name(m, a: list, b: list) -> bool:
+    if a[OP_DIR] != b[OP_DIR] or a[OP_TILE] != b[OP_TILE]:
+        return False
+    if a[OP_DIR] == LOAD:
+        stages = m.program.stages
+        return stages[a[OP_STAGE]].cta == stages[b[OP_STAGE]].cta
+    return a[OP_AGENT] == b[OP_AGENT]
+
+
+def _issue(m, op: list) -> None:
+    """Put a new copy in flight with the lowest serial its name leaves free."""
+    taken = {other[OP_SERIAL] for other in m.tma if _same_name(m, op, other)}
+    serial = 1
+    while serial in taken:
+        serial += 1
+    op.append(serial)
+    m.tma.append(op)
 
 
 def _chunks(m, stage: int, offset, nbytes: int, r) -> tuple[int, int]:
@@ -63,7 +86,7 @@ def _load(m, a, r, args, record) -> None:
                    for c in range(ctas) if mask >> c & 1]
     names = []
     for stage, b in targets:
-        m.tma.append([LOAD, tile, stage, b, first, end, a, 0, False, False])
+        _issue(m, [LOAD, tile, stage, b, first, end, a, 0, False, False])
         m.stage_tile[stage] = tile
         readers = m.program.readers[stage]
         if readers:
@@ -90,7 +113,7 @@ def _store(m, a, r, args, record) -> None:
     tile, stage = dst(r), src(r)
     nbytes = size(r)
     first, end = _chunks(m, stage, offset, nbytes, r)
-    m.tma.append([STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], False, False])
+    _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], False, False])
     name = op_name(m, m.tma[-1])
     stage_name = m.stage_names[stage]
     record["operands"] = {"op": name, "tile": smem.tile_index(tile), "stage": stage_name,

@@ -34,8 +34,9 @@ def deadlock_diagnostics(m) -> list[Diagnostic]:
             name = m.barrier_names[b]
             out.append(Diagnostic.make(
                 "tx_mismatch", m.step_no,
-                f"{name}'s phase announced {ledger[ANNOUNCED]} bytes but its copies brought "
-                f"{ledger[ISSUED]}: {barrier.tx_count} bytes can never arrive.",
+                f"{name}'s phase announced {ledger[ANNOUNCED]} bytes but its copies (and "
+                f"complete_tx lines) brought {ledger[ISSUED]}: {barrier.tx_count} bytes can "
+                "never arrive.",
                 agents=["tma"], barrier=name))
     blocked, names = [], []
     first_barrier = None

@@ -15,8 +15,13 @@ from .barrier import COUNT_LIMIT, TX_LIMIT, UndefinedBehavior
 from .detectors import Diagnostic
 from .program import SINK, TC_FENCED, ProgramError
 
+PC = 0
+
 REGISTER_LIMIT = 2**62
 ANNOUNCED, ISSUED, FLAGGED = 0, 1, 2
+TOKEN_SHIFT = 32
+"""A state token names its barrier and its phase: `(barrier + 1) << 32 | phase` (PTX calls the
+token opaque; a wait on another barrier is `token_mismatch`)."""
 
 
 def checked(value: int) -> int:
@@ -115,18 +120,38 @@ def _init(m, a, r, args, record) -> None:
 
 def _token(m, r, dest: int, b: int) -> None:
     if dest != SINK:
-        r[dest] = m.barriers[b].phase
+        r[dest] = (b + 1) << TOKEN_SHIFT | m.barriers[b].phase
+
+
+def token_phase(m, r, token: int, b: int) -> int:
+    """The phase a state token was returned in, checked to name barrier `b`."""
+    value = r[token]
+    named = (value >> TOKEN_SHIFT) - 1
+    if named != b:
+        what = (f"a token of {m.barrier_names[named]}" if 0 <= named < len(m.barriers)
+                else "a register that holds no state token")
+        raise UndefinedBehavior("token_mismatch", f"a wait on {m.barrier_names[b]} with {what}: "
+                                                  "PTX takes only a state returned by an arrive "
+                                                  "on the same mbarrier")
+    return value & ((1 << TOKEN_SHIFT) - 1)
 
 
 def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
     dest, bar, count = args
     b = bar(r)
     n = 1 if count is None else _range(count(r), 1, COUNT_LIMIT, "the count")
-    record["operands"] = {"barrier": m.barrier_names[b], "count": n}
-    m.barriers[b]._require_valid(f"mbarrier.{kind}")
+    name = m.barrier_names[b]
+    record["operands"] = {"barrier": name, "count": n}
+    barrier = m.barriers[b]
+    barrier._require_valid(f"mbarrier.{kind}")
     arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
+    if ("noComplete" in m.code[a].nodes[r[PC]].flags and n == barrier.pending_arrivals
+            and barrier.tx_count == 0):
+        raise UndefinedBehavior("no_complete", f"mbarrier.{kind}.noComplete of {n} on {name} "
+                                               f"would complete its phase ({n} arrivals pending,"
+                                               " tx-count 0)")
     barrier_op(m, record, b, kind, n)
 
 
@@ -171,7 +196,10 @@ def _complete_tx(m, a, r, args, record) -> None:
     b = bar(r)
     n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
-    barrier_op(m, record, b, "complete_tx", n)
+    m.barriers[b]._require_valid("mbarrier.complete_tx")
+    m.tx_ledger[b][ISSUED] += n
+    if not barrier_op(m, record, b, "complete_tx", n):
+        tx_check(m, b, record)
 
 
 def phases_needed(m, a: int, b: int, parity: int) -> int:
@@ -235,7 +263,7 @@ def _wait_token(m, a, r, args, record) -> None:
     name = m.barrier_names[b]
     barrier = m.barriers[b]
     barrier._require_valid("mbarrier.test_wait")
-    arrived_in = r[token]
+    arrived_in = token_phase(m, r, token, b)
     if barrier.phase - arrived_in >= 2:
         raise UndefinedBehavior("stale_token", f"the state token of phase {arrived_in} is "
                                                f"{barrier.phase - arrived_in} phases old")
@@ -294,11 +322,18 @@ def _parity_ready(m, a, r, args) -> bool:
 
 
 def _token_ready(m, a, r, args) -> bool:
+    """Blocked until the token's phase completes; a wait that is undefined behaviour (an
+    invalid barrier, a stale token, another barrier's token) can move, and stops the run."""
     dest, bar, token, blocking = args
     if not blocking:
         return True
-    barrier = m.barriers[bar(r)]
-    return not barrier.valid or barrier.phase > r[token] or barrier.phase - r[token] >= 2
+    b = bar(r)
+    barrier = m.barriers[b]
+    value = r[token]
+    if (value >> TOKEN_SHIFT) - 1 != b:
+        return True
+    phase = value & ((1 << TOKEN_SHIFT) - 1)
+    return not barrier.valid or barrier.phase > phase or barrier.phase - phase >= 2
 
 
 BLOCKERS = {"wait_parity": _parity_ready, "wait_token": _token_ready}
@@ -314,7 +349,8 @@ def _waiting_parity(m, a, r, args) -> dict:
 def _waiting_token(m, a, r, args) -> dict:
     dest, bar, token, blocking = args
     b = bar(r)
-    return _wait_view(m.barrier_names[b], r[token] & 1, r[token] + 1)
+    phase = r[token] & ((1 << TOKEN_SHIFT) - 1)
+    return _wait_view(m.barrier_names[b], phase & 1, phase + 1)
 
 
 def _wait_view(barrier: str, parity: int, needed: int) -> dict:

@@ -82,16 +82,34 @@ def test_not_json(client):
 
 def test_state_tokens_wait_for_the_phase_they_arrived_in(client):
     states = run(client, [
-        {"op": "init", "count": 2}, {"op": "arrive", "token": "a"},
+        {"op": "init", "count": 2}, {"op": "arrive", "token": "a", "no_complete": True},
         {"op": "pending_count", "token": "a"}, {"op": "test_wait", "token": "a"},
         {"op": "arrive_expect_tx", "bytes": 16, "token": "b"}, {"op": "try_wait", "token": "a"},
         {"op": "complete_tx", "bytes": 16}, {"op": "test_wait", "token": "b"},
-        {"op": "pending_count", "token": "b"},
     ]).json()["states"]
-    assert states[2]["pending_count"] == 1 and "pending_count" not in states[1]
+    assert states[2]["pending_count"] == 2 and "pending_count" not in states[1]
     assert [s["wait_complete"] for s in states] == [None, None, None, False, None, False, None,
-                                                    True, None]
-    assert states[-1]["pending_count"] == 0
+                                                    True]
+
+
+def test_pending_count_is_the_count_prior_to_the_arrive(client):
+    """PTX 9.7.13.15.17, and an H200: init 3, two `arrive.noComplete` tokens read 3, then 2."""
+    states = run(client, [
+        {"op": "init", "count": 3}, {"op": "arrive", "token": "a", "no_complete": True},
+        {"op": "arrive", "token": "b", "no_complete": True},
+        {"op": "pending_count", "token": "a"}, {"op": "pending_count", "token": "b"},
+    ]).json()["states"]
+    assert [s.get("pending_count") for s in states[3:]] == [3, 2]
+
+
+def test_pending_count_of_a_plain_arrive_and_a_completing_no_complete_are_undefined(client):
+    states = run(client, [{"op": "init", "count": 2}, {"op": "arrive", "token": "a"},
+                          {"op": "pending_count", "token": "a"}]).json()["states"]
+    assert states[-1]["undefined_behavior"] == "pending_count_token"
+    states = run(client, [{"op": "init", "count": 1},
+                          {"op": "arrive", "no_complete": True}]).json()["states"]
+    assert states[-1]["undefined_behavior"] == "no_complete"
+    assert states[-1]["phase"] == 0
 
 
 def test_a_token_two_phases_old_is_stale(client):

@@ -2,8 +2,12 @@
 
 State tokens: an arrive may store the phase it arrived in under a name (`"token"`); `test_wait`
 and `try_wait` with that name say whether that phase has completed, and `pending_count` reads the
-arrivals that were still pending in it right after that arrive (PTX `mbarrier.pending_count`
-decodes the state value alone, so only the waits check that a token is not stale).
+arrivals that were pending *prior to* that arrive (PTX 9.7.13.15.17; an H200 agrees: init 3, two
+`arrive.noComplete` tokens read 3, then 2). PTX defines `pending_count` only for the state of an
+`arrive.noComplete` / `arrive_drop.noComplete` (`"no_complete": true`); on another token it is
+undefined behaviour (rule `pending_count_token`), and a `.noComplete` arrive that completes the
+phase is undefined behaviour too (rule `no_complete`). `mbarrier.pending_count` decodes the state
+value alone, so only the waits check that a token is not stale.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class ArriveOp(_Op):
     op: Literal["arrive", "arrive_drop"]
     count: Count = 1
     token: TokenName | None = None
+    no_complete: bool = Field(default=False, strict=True,
+                              description="`.noComplete`: undefined if it completes the phase")
 
 
 class BytesOp(_Op):
@@ -122,7 +128,7 @@ def run_ops(ops: list) -> list[dict]:
     the token ops are answered from the phase (and pending count) an arrive recorded.
     """
     barrier = Mbarrier()
-    tokens: dict[str, tuple[int, int]] = {}
+    tokens: dict[str, tuple[int, int, bool]] = {}
     states = []
     for op in ops:
         completed, wait, rule, extra = False, None, None, {}
@@ -130,19 +136,27 @@ def run_ops(ops: list) -> list[dict]:
             if op.op in ("test_wait", "try_wait"):
                 wait = _token_wait(barrier, tokens[op.token])
             elif op.op == "pending_count":
-                extra = {"pending_count": tokens[op.token][1]}
+                _, pending, no_complete = tokens[op.token]
+                if not no_complete:
+                    raise UndefinedBehavior("pending_count_token", "mbarrier.pending_count of a "
+                                            "state that no arrive.noComplete returned")
+                extra = {"pending_count": pending}
             else:
                 operands = [getattr(op, name) for name in ("count", "bytes", "parity")
                             if hasattr(op, name)]
-                phase = barrier.phase
+                phase, pending = barrier.phase, barrier.pending_arrivals
+                no_complete = getattr(op, "no_complete", False)
+                if (no_complete and barrier.valid and op.count == pending
+                        and barrier.tx_count == 0):
+                    raise UndefinedBehavior("no_complete", f"{op.op}.noComplete of {op.count} "
+                                                           "would complete the phase")
                 result = getattr(barrier, op.op)(*operands)
                 if op.op.endswith("wait_parity"):
                     wait = result
                 else:
                     completed = result
                 if getattr(op, "token", None):
-                    pending = 0 if completed else barrier.pending_arrivals
-                    tokens[op.token] = (phase, pending)
+                    tokens[op.token] = (phase, pending, no_complete)
         except UndefinedBehavior as ub:
             rule = ub.rule
         states.append({"op": op.op, **barrier.as_dict(), "phase_completed": completed,
@@ -152,10 +166,10 @@ def run_ops(ops: list) -> list[dict]:
     return states
 
 
-def _token_wait(barrier: Mbarrier, token: tuple[int, int]) -> bool:
+def _token_wait(barrier: Mbarrier, token: tuple[int, int, bool]) -> bool:
     """`test_wait`/`try_wait` with a state token: has the phase it names completed?"""
     barrier.test_wait_parity(0)  # an invalid barrier is `uninitialized`
-    phase, _ = token
+    phase = token[0]
     if barrier.phase - phase >= 2:
         raise UndefinedBehavior("stale_token", f"a token of phase {phase} is "
                                                f"{barrier.phase - phase} phases old")
