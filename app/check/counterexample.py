@@ -67,12 +67,13 @@ def _replay(explorer: Explorer, path: list) -> tuple[Machine, list, list[tuple]]
     at_cost = 0
     for target, target_cost, raises in path[1:]:
         frozen = machine.freeze()
+        names = machine.moves()
         for move in list(machine.ready):
+            name = names[move]
+            if names.index(name) != move:
+                continue
             trial = Machine(explorer.cfg)
             trial.thaw(frozen, machine.step_no)
-            name = trial.moves()[move]
-            if trial.resolve(name) != move:
-                continue
             trial_pend, trial_log = list(pend), []
             is_agent = move < trial.n_agents
             trial_log.append(("move", name, move if is_agent else None))
