@@ -261,8 +261,9 @@ class Explorer:
                         if cyclic:
                             real = child if child >= 0 else ~child
                             children.append(real)
-                            if real == node:
-                                looped.append(move)
+                            if real == node:  # exact (the same state) or renamed
+                                looped.append(move if machine.freeze() == frozen
+                                              and after == node_pend else ~move)
                         if child >= 0:
                             buckets.setdefault(reached, []).append(child)
                     if cyclic:
@@ -270,7 +271,8 @@ class Explorer:
                         edges.extend(children)
                         edge_stop[node] = len(edges)
                         if looped:
-                            loop_fair[node] = livelock.loop_fair(self, frozen, looped)
+                            loop_fair[node] = livelock.loop_fair(self, frozen, node_pend,
+                                                                 looped)
         except Stop as stop:
             return self._stopped(out, stop, start, budget, index)
         out.complete = True

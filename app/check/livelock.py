@@ -61,16 +61,39 @@ class Movers:
         return ":".join(self.rep.get(part, part) for part in ident.split(":"))
 
 
-def loop_fair(explorer: Explorer, frozen: tuple, looped: list[int]) -> int:
-    """For a stored state with self-loops (the moves in `looped`): whether every class of mover
-    enabled there has one (the coarse test of a one-state component; a mover enabled in a
-    stored state stands on an ordinary line, so only its own move can move it there)."""
-    movers = Movers(explorer)
+def loop_fair(explorer: Explorer, frozen: tuple, pend: list, looped: list[int]) -> int:
+    """For a stored state with self-loops (`looped`: the moves, `~move` where the loop comes
+    back to a renaming of the state rather than to the state itself): the fairness test of a
+    one-state component. The twins' moves the search skipped are tried here. Where every loop
+    is exact, the concrete lift is this one state and the test is exact, per mover; else it is
+    per class (coarse). A mover enabled in a stored state stands on an ordinary line, so only
+    its own move can move it there."""
     machine = explorer.machine
+    looped = list(looped)
+    key = explorer.canonical.key(frozen, pend)
+    for twin in explorer.canonical.twins(frozen, pend):
+        machine.thaw(frozen)
+        if twin not in machine.ready:
+            continue
+        machine.step(twin)
+        after = list(pend)
+        after[twin] = 0
+        if machine.status == RUNNING:
+            close(machine, explorer.local, after, None, explorer.reads, explorer.guard)
+        if machine.status != RUNNING:
+            continue
+        if machine.freeze() == frozen and after == pend:
+            looped.append(twin)
+        elif explorer.canonical.key(machine.freeze(), after) == key:
+            looped.append(~twin)
     machine.thaw(frozen)
     names = machine.moves()
+    if all(m >= 0 for m in looped):
+        enabled = {mover_id(machine, m, names) for m in machine.ready}
+        return int(enabled <= {mover_id(machine, m, names) for m in looped})
+    movers = Movers(explorer)
     enabled = {movers.coarse(mover_id(machine, m, names)) for m in machine.ready}
-    moved = {movers.coarse(mover_id(machine, m, names)) for m in looped}
+    moved = {movers.coarse(mover_id(machine, m if m >= 0 else ~m, names)) for m in looped}
     return int(enabled <= moved)
 
 
@@ -92,7 +115,14 @@ def analyse(explorer: Explorer, out: Exploration, budget: Budget) -> None:
                                                   n_agents) for n in component}
         entry = min(component, key=lambda n: (lengths[n], n))
         candidates.append((lengths[entry], entry, component))
+    decode = explorer.canonical.decode
     for _, entry, component in sorted(candidates):
+        frozen, pend = decode(out.keys[entry])  # a renaming of the state: as good to decide on
+        machine = Machine(explorer.cfg)
+        machine.thaw(frozen)
+        if _fair_part(*_lift(explorer, machine, tuple(pend), {out.keys[n] for n in component},
+                             guard), guard.budget) is None:
+            continue
         lasso = _lasso(explorer, out, entry, component, guard)
         if lasso is not None:
             moves, cycle_from = shorten(explorer.cfg, *lasso)
@@ -236,9 +266,30 @@ def _lasso(explorer: Explorer, out: Exploration, entry: int, component: list[int
     machine, pend, prefix = counterexample.lead_in(explorer, out, entry)
     inside = {out.keys[n] for n in component}
     states, enabled, edges = _lift(explorer, machine, tuple(pend), inside, guard)
+    members = _fair_part(states, enabled, edges, guard.budget)
+    if members is None:
+        return None
+    lead = [] if 0 in members else _path(edges, 0, lambda w, _: w in members)
+    if lead is None:
+        return None
+    at = lead[-1][0] if lead else 0
+    cycle = _fair_cycle(at, members, edges, enabled)
+    if cycle is None:
+        return None
+    names = list(prefix)
+    for _, _, made in lead:
+        names.extend(made)
+    cycle_from = len(names) + 1
+    for _, _, made in cycle:
+        names.extend(made)
+    return names, cycle_from
+
+
+def _fair_part(states: list, enabled: list, edges: list, budget: Budget) -> set | None:
+    """A fair component of a lift (the one holding its first state where it is fair), or None."""
     present = [True] * len(states)
-    parts = list(_tarjan(len(states), present.__getitem__,
-                         lambda v: [w for w, _, _ in edges[v]], guard.budget))
+    parts = _tarjan(len(states), present.__getitem__, lambda v: [w for w, _, _ in edges[v]],
+                    budget)
     for part in sorted(parts, key=min):
         members = set(part)
         always = set.intersection(*(set(enabled[v]) for v in part))
@@ -247,22 +298,8 @@ def _lasso(explorer: Explorer, out: Exploration, entry: int, component: list[int
             for w, by, _ in edges[v]:
                 if w in members:
                     moved |= by
-        if always - moved:
-            continue
-        lead = [] if 0 in members else _path(edges, 0, lambda w, _, inside=members: w in inside)
-        if lead is None:
-            continue
-        at = lead[-1][0] if lead else 0
-        cycle = _fair_cycle(at, members, edges, enabled)
-        if cycle is None:
-            continue
-        names = list(prefix)
-        for _, _, made in lead:
-            names.extend(made)
-        cycle_from = len(names) + 1
-        for _, _, made in cycle:
-            names.extend(made)
-        return names, cycle_from
+        if not always - moved:
+            return members
     return None
 
 

@@ -119,6 +119,11 @@ AGREEMENT = [
     ("ring_poll", p.RING_POLL, (), {"consumers": 2}),
     ("ring_poll_tx_long", p.RING_POLL, ("expect_tx_long",), {"consumers": 2}),
     ("ring_poll_no_release", p.RING_POLL, ("consumer_skips_release",), {"stages": 1}),
+    ("ring_poll_s3_tx_long", p.RING_POLL, ("expect_tx_long",),
+     {"stages": 3, "tiles": 6, "consumers": 2}),
+    ("ring_poll_k3", p.RING_POLL, (), {"stages": 2, "tiles": 4, "consumers": 3}),
+    ("ring_poll_k3_tx_long", p.RING_POLL, ("expect_tx_long",),
+     {"stages": 2, "tiles": 4, "consumers": 3}),
 ]
 
 
