@@ -26,11 +26,12 @@ def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
     **A loop of local moves** (`while (1) { x = x; }`) would make this run forever. Past
     `LOOP_AFTER` moves the machine's state is watched with Brent's algorithm (exact, constant
     memory: the moves made here are a function of the state); when it repeats, the agents
-    whose local moves make the cycle are left standing where they are, their lines made as
-    ordinary moves by the search from then on, so the cycle appears in the state graph (the
-    cycle proviso of partial-order reduction, docs/checker.md). `guard` (budget.CloseGuard)
-    is told every `TICK_EVERY` moves past that point: it stops a runaway (a loop whose state
-    never repeats) and honours the search's clock, memory and cancel flag.
+    whose local moves make the cycle are left standing where they are for the rest of this
+    closure: the stored state has their local line enabled, the search makes it as an ordinary
+    move, and the cycle appears in the state graph (the cycle proviso of partial-order
+    reduction, docs/checker.md). Only where the program can cycle (`guard.cyclic`). `guard`
+    (budget.CloseGuard) is told every `TICK_EVERY` moves past that point: it stops a runaway
+    (a loop whose state never repeats) and honours the search's clock, memory and cancel flag.
     """
     diagnostics: list = []
     skip: set[int] = set()

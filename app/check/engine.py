@@ -100,7 +100,7 @@ CHECK_EVERY = 128
 """Expansions between looks at the clock, the memory estimate and the cancel flag."""
 PROGRESS_EVERY_S = 0.2
 DEFAULT_LIMITS = Limits()
-GRACE_S = 0.5
+GRACE_S = 0.3
 """After a limit stopped the search: time for the livelock analysis of what was expanded."""
 
 

@@ -41,7 +41,7 @@ STOP_REASONS = {
     "first_violation": "the first violation (stop_at_first)",
     "runaway": "a runaway: an agent's own moves that never end",
 }
-POST_SEARCH_S = 1.0
+POST_SEARCH_S = 0.6
 """Time the counterexamples of a search a limit stopped may still take to rebuild."""
 
 

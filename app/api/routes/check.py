@@ -67,6 +67,8 @@ class Violation(BaseModel):
     """False only in an inconclusive answer, when a shorter schedule may exist."""
     diagnostic: dict[str, Any]
     trace: dict[str, Any]
+    cycle_from: int | None = None
+    """A livelock only: the first step of the lasso's cycle (docs/checker.md, "Livelock")."""
 
 
 class CheckResponse(BaseModel):
