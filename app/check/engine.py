@@ -77,7 +77,7 @@ from app.sim.machine import RUNNING, Machine
 
 from . import counterexample, livelock
 from .budget import Budget, CloseGuard, Limits, Stop
-from .graph import Exploration, Found, Progress
+from .graph import LIVELOCK, Exploration, Found, Progress
 from .model import (
     F_STATUS,
     Canonical,
@@ -100,6 +100,10 @@ CHECK_EVERY = 128
 """Expansions between looks at the clock, the memory estimate and the cancel flag."""
 PROGRESS_EVERY_S = 0.2
 DEFAULT_LIMITS = Limits()
+EARLY_ANALYSIS = 1024
+"""With `stop_at_first`, expansions before the first look for a livelock in what was expanded
+so far (then after twice as many, and so on: at most twice the work of one analysis at the
+end)."""
 GRACE_S = 0.3
 """After a limit stopped the search: time for the livelock analysis of what was expanded."""
 
@@ -189,6 +193,7 @@ class Explorer:
         budget.memory = lambda: (memory + self.canonical.part_bytes
                                  + EDGE_BYTES * len(edges) + 16 * len(edge_start))
         expanded = 0
+        early = EARLY_ANALYSIS if cyclic and limits.stop_at_first else 0
         next_report = start + PROGRESS_EVERY_S
         try:
             while buckets:
@@ -212,6 +217,13 @@ class Explorer:
                                 return self._finish(out, start)
                         continue
                     expanded += 1
+                    if early and expanded == early:  # stop_at_first: a fair cycle found so far
+                        early *= 2
+                        out.index = index
+                        livelock.analyse(self, out, budget)
+                        if LIVELOCK in out.found:
+                            out.stopped_by = "first_violation"
+                            return self._finish(out, start)
                     if expanded % CHECK_EVERY == 0:
                         now = time.perf_counter()
                         stop = budget.reason()

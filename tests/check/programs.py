@@ -152,9 +152,14 @@ agent spinner {
 }
 agent chooser {
     int open = 0;
+    int polls = 0;
+    int seen = 0;
     mbarrier.test_wait.parity.shared::cta.b64 open, [gate], 0;
     if (open) {
-        while (1) { mbarrier.arrive.shared::cta.b64 _, [c]; }
+        while (1) {
+            mbarrier.test_wait.parity.shared::cta.b64 seen, [c], 0;
+            polls += 1;
+        }
     }
 }
 agent opener {
@@ -162,8 +167,9 @@ agent opener {
 }
 """
 """Where the chooser polls before the opener arrives, it is done and the spinner spins alone
-(a small fair component); where it polls after, it arrives forever and the states never end:
-a search stopped by its state limit still finds the fair component among what it expanded."""
+(a small fair component); where it polls after, it counts its polls of `c` forever and the
+states never end: a search stopped by its state limit (or by `stop_at_first`'s early looks)
+still finds the fair component among what it expanded."""
 
 
 def config(source: str, bugs=(), **params) -> PipelineConfig:

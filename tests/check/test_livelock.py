@@ -161,6 +161,16 @@ def test_a_search_stopped_by_its_limit_still_finds_a_fully_expanded_fair_cycle()
     assert_lasso(p.EARLY_LIVELOCK_THEN_GROWTH, violation)
 
 
+def test_stop_at_first_looks_for_a_livelock_before_the_graph_ends():
+    """The graph never ends (a counter that grows), so the livelock is found by an early look
+    at what was expanded (`engine.EARLY_ANALYSIS`), not at the end."""
+    answer = check(p.EARLY_LIVELOCK_THEN_GROWTH,
+                   limits=Limits(stop_at_first=True, max_states=1_000_000, timeout_s=3600))
+    assert answer["verdict"] == "unsafe" and answer["stopped_by"] == "first_violation"
+    assert answer["states_explored"] < 10_000
+    assert_lasso(p.EARLY_LIVELOCK_THEN_GROWTH, livelock_of(answer))
+
+
 def test_every_built_in_scenario_keeps_no_edges():
     for scenario_id in ("single_barrier", "double_buffer_tma", "cluster_multicast",
                         "kloop_tma_mma", "proxy_fence_store"):
