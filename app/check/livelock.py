@@ -13,8 +13,8 @@ does not survive an edge. The analysis is therefore in two stages:
 
 1. *Coarse, on the quotient* (`sccs`, `_coarse_fair`): classes of movers (identical agents as
    one, copy names with agents renamed the same way): a class passes when some member moves
-   inside C or some state of C does not enable every member. A fair concrete run maps onto C
-   and makes every class pass, so no livelock is dropped here.
+   inside C or some state of C does not enable every member (`Movers.enabled`). A fair
+   concrete run maps onto C and makes every class pass, so no livelock is dropped here.
 2. *Exact, on the concrete lift* (`_lift`): from the concrete state the prefix reaches, every
    concrete state whose key is in C, every move tried (no twins skipped). From any lifted state
    a renaming of any other is reachable, so the lift holds a fair component iff C lifts to a
@@ -28,7 +28,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from app.sim.livelock import enabled_ids, mover_id, unfair_movers
-from app.sim.machine import RUNNING, Machine
+from app.sim.machine import PC, RUNNING, Machine
 
 from . import counterexample
 from .budget import Budget, CloseGuard
@@ -53,6 +53,16 @@ class Movers:
             for a in group:
                 self.rep[machine.agents[a].name] = machine.agents[group[0]].name
 
+    def enabled(self, machine: Machine) -> set[str]:
+        """The classes whose every member is enabled now (a class some of whose members are
+        disabled here passes the coarse test in any component holding this state)."""
+        ids = enabled_ids(machine)
+        out = {self.coarse(m) for m in ids}
+        for name, rep in self.rep.items():
+            if name not in ids:
+                out.discard(rep)
+        return out
+
     def coarse(self, ident: str) -> str:
         if not self.rep:
             return ident
@@ -67,7 +77,8 @@ def loop_fair(explorer: Explorer, frozen: tuple, pend: list, looped: list[int]) 
     one-state component. The twins' moves the search skipped are tried here. Where every loop
     is exact, the concrete lift is this one state and the test is exact, per mover; else it is
     per class (coarse). A mover enabled in a stored state stands on an ordinary line, so only
-    its own move can move it there."""
+    its own move can move it there, unless a closure left it mid-loop on a local line (then
+    this says maybe, and the lift, which counts what closures move, decides)."""
     machine = explorer.machine
     looped = list(looped)
     key = explorer.canonical.key(frozen, pend)
@@ -87,12 +98,15 @@ def loop_fair(explorer: Explorer, frozen: tuple, pend: list, looped: list[int]) 
         elif explorer.canonical.key(machine.freeze(), after) == key:
             looped.append(~twin)
     machine.thaw(frozen)
+    regs = machine.regs
+    if any(a < machine.n_agents and explorer.local[a][regs[a][PC]] for a in machine.ready):
+        return 1  # an agent a closure left mid-loop: closures move it too; the lift decides
     names = machine.moves()
     if all(m >= 0 for m in looped):
         enabled = {mover_id(machine, m, names) for m in machine.ready}
         return int(enabled <= {mover_id(machine, m, names) for m in looped})
     movers = Movers(explorer)
-    enabled = {movers.coarse(mover_id(machine, m, names)) for m in machine.ready}
+    enabled = movers.enabled(machine)
     moved = {movers.coarse(mover_id(machine, m if m >= 0 else ~m, names)) for m in looped}
     return int(enabled <= moved)
 
@@ -251,7 +265,7 @@ def _coarse_fair(explorer: Explorer, out: Exploration, component: list[int], mov
     for node in component:
         frozen, pend = decode(out.keys[node])
         machine.thaw(frozen)
-        here = {movers.coarse(m) for m in enabled_ids(machine)}
+        here = movers.enabled(machine)
         always = here if always is None else always & here
         for _, by, after_machine, after in _expand(explorer, machine, frozen, pend, guard):
             if (after_machine.status == RUNNING
