@@ -1,5 +1,5 @@
 """Probes of the tx-count on a real Hopper GPU: what the hardware does where the model's answer
-rests on SEMANTICS.md alone (bytes landing before their `expect_tx`, more or fewer bytes than
+rests on docs/semantics.md alone (bytes landing before their `expect_tx`, more or fewer bytes than
 announced, a barrier reused before anyone waited on its phase).
 
 Two kinds, both in `traces/probes.json`:

@@ -8,6 +8,11 @@ from __future__ import annotations
 from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE, store_fits
 from app.sim.machine import PC, RUNNING, Machine
 
+EXIT_SENSITIVE = 2
+"""A local line whose move may end its agent, in a cluster: an agent's end is seen by other
+CTAs (a CTA exits when all its agents are done: `remote_after_exit`), so `close` makes it only
+where it does not end the agent."""
+
 
 def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
           reads: bool = False, guard=None) -> list:
@@ -21,7 +26,8 @@ def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
     `wait_group` needed are never charged. Returns the diagnostics these moves emitted (only
     ever `deadlock`: the move was the last thing that could move). `moves`, when given,
     collects what was done: ("local", agent, name), ("read", agent, group, name) and
-    ("charge", agent, groups below which reads were charged).
+    ("charge", agent, groups below which reads were charged). An exit-sensitive line
+    (`EXIT_SENSITIVE`, cluster programs) is made only where its move does not end its agent.
 
     **A loop of local moves** (`while (1) { x = x; }`) would make this run forever. Past
     `LOOP_AFTER` moves the machine's state is watched with Brent's algorithm (exact, constant
@@ -113,6 +119,10 @@ def _close_move(machine: Machine, local: tuple, pend: list, moves: list | None, 
             pc = regs[a][PC]
             if not local[a][pc] or a in skip:
                 continue
+            if local[a][pc] == EXIT_SENSITIVE and _would_end(machine, a):
+                skip.add(a)  # its end is seen by other CTAs: left for the search
+                regs = machine.regs  # the trial thawed the machine
+                continue
             if code[a].kinds[pc] == "store" and not store_fits(machine, a, regs[a],
                                                                code[a].prepared[pc]):
                 continue
@@ -146,3 +156,12 @@ def _close_move(machine: Machine, local: tuple, pend: list, moves: list | None, 
         pend[n_agents + owner] = tuple(sorted(groups.items()))
         return None, record
     return None, None
+
+
+def _would_end(machine: Machine, a: int) -> bool:
+    """Whether agent `a`'s next move ends its program (tried on a copy of the state)."""
+    frozen, step_no = machine.freeze(), machine.step_no
+    machine.step(a)
+    ends = machine.regs[a][PC] >= machine.code[a].end
+    machine.thaw(frozen, step_no)
+    return ends

@@ -16,8 +16,9 @@ import struct
 
 from app.sim.copies import OP_AGENT
 from app.sim.machine import Machine
+from app.sim.program import Jump
 
-from .closure import close  # noqa: F401  (re-exported: the search and its tests call it here)
+from .closure import EXIT_SENSITIVE, close  # noqa: F401  (close: re-exported for the search)
 
 LOCAL_KINDS = frozenset({"assign", "commit_group", "wait_group", "tc_fence", "tc_wait_ld"})
 """Program lines whose move touches only the moving agent's own registers and program counter.
@@ -49,8 +50,9 @@ TC_AGENT = 4
 """Where a tensor-core queue entry names the agent that issued it."""
 
 
-def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...], ...]:
+def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[int, ...], ...]:
     """Per agent, per program counter: is the line there purely local? (One past the end: no.)
+    0: no; 1: yes; EXIT_SENSITIVE: yes unless its move ends the agent (cluster programs).
 
     Where store reads are invisible (`store_reads_invisible`), a bulk store's issue is local
     too: it only appends its own copy, which no other agent's line and no load looks at (the
@@ -58,10 +60,33 @@ def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[bool, ...]
     it only when its operands are in range (`copies.store_fits`): a store that would stop the
     run with undefined behaviour stays an ordinary move."""
     kinds = LOCAL_KINDS | ({"store"} if store_reads_invisible(machine, reduce) else set())
+    exits = machine.program.cluster > 1
     return tuple(
-        tuple(reduce and kind in kinds for kind in code.kinds) + (False,)
+        tuple(0 if not (reduce and kind in kinds) else
+              EXIT_SENSITIVE if exits and _may_end_after(code, pc) else 1
+              for pc, kind in enumerate(code.kinds)) + (0,)
         for code in machine.code
     )
+
+
+def _may_end_after(code, pc: int) -> bool:
+    """Whether control can reach the end of the agent's code from line `pc` without another
+    line (following jumps and both sides of branches)."""
+    todo, seen = [pc + 1], set()
+    while todo:
+        at = todo.pop()
+        if at >= code.end:
+            return True
+        if at in seen or code.is_line[at]:
+            continue
+        seen.add(at)
+        node = code.nodes[at]
+        target = getattr(node, "target", None)
+        if target is not None:
+            todo.append(target)
+        if not isinstance(node, Jump):
+            todo.append(at + 1)
+    return False
 
 
 def store_reads_invisible(machine: Machine, reduce: bool = True) -> bool:
@@ -225,12 +250,16 @@ class Canonical:
         queue: dict[int, list] = {}
         for place, entry in enumerate(tensor_core):
             if entry[TC_AGENT] in signatures:
-                queue.setdefault(entry[TC_AGENT], []).append((place, entry[:TC_AGENT]))
+                queue.setdefault(entry[TC_AGENT], []).append(
+                    (place, entry[:TC_AGENT], entry[TC_AGENT + 1:]))
+        meta = frozen[F_META]
+        acc_dirty, know, generic_reads = meta[5], meta[7], meta[9]
         full = {}
         for a in group:
             mine = self.bit[a]
             full[a] = (signatures[a], tuple(key for key, mask in owed if mask & mine),
-                       tuple(sorted(copies.get(a, ()))), tuple(queue.get(a, ())))
+                       tuple(sorted(copies.get(a, ()))), tuple(queue.get(a, ())),
+                       bool(acc_dirty & mine), know[a], generic_reads[a])
         return full
 
     def _mask_table(self, perm: tuple[int, ...]) -> list[int]:
@@ -261,11 +290,18 @@ class Canonical:
         new_tma = tuple(sorted(
             (*op[:OP_AGENT], perm[op[OP_AGENT]], *op[OP_AGENT + 1:]) for op in tma
         ))
-        new_tc = tuple((*e[:TC_AGENT], perm[e[TC_AGENT]]) for e in tensor_core)
-        observed, ledger, held, waits = meta
+        new_tc = tuple((*e[:TC_AGENT], perm[e[TC_AGENT]], *e[TC_AGENT + 1:])
+                       for e in tensor_core)
+        (observed, ledger, held, waits, stage_bars, acc_dirty, acc_cover, know, carried,
+         generic_reads) = meta
         new_waits = tuple(sorted(((perm[a], b), v) for (a, b), v in waits))
+        new_know, new_reads = [0] * n, [0] * n
+        for a, to in enumerate(perm):
+            new_know[to], new_reads[to] = know[a], generic_reads[a]
+        new_meta = (observed, ledger, held, new_waits, stage_bars, table[acc_dirty], acc_cover,
+                    tuple(new_know), carried, tuple(new_reads))
         return ((barriers, chunks, stage_tile, new_owed, tuple(new_regs), new_tma,
-                 tuple(new_bulk), new_tc, (observed, ledger, held, new_waits), status),
+                 tuple(new_bulk), new_tc, new_meta, status),
                 tuple(new_pend))
 
 

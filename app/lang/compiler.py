@@ -281,17 +281,8 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
     if not agents:
         raise PipelineError("a pipeline needs at least one `agent { ... }`",
                             len(pipeline.text.splitlines()) or 1, 1)
-    readers = []
-    for stage in stages:
-        mask = 0
-        for a, agent in enumerate(agents):
-            if agent.cta == stage.cta and any(
-                    isinstance(n, Line) and n.kind in ("ld_shared", "mma")
-                    and n.args[1].array == stage.array for n in agent.nodes):
-                mask |= 1 << a
-        readers.append(mask)
     return Program(tuple(barriers), tuple(stages), tuple(tensors), tuple(tmems), tuple(agents),
-                   tuple(readers), ctas)
+                   ctas)
 
 
 def cluster_size(pipeline: Pipeline) -> int:

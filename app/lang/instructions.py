@@ -1,36 +1,37 @@
 """The PTX instructions a pipeline may use, each turned into one engine `Line`.
 
-An opcode is read by its parts, in PTX order: `mbarrier.try_wait.parity.shared::cta.b64` is a
-`try_wait` with `.parity`; state-space, scope, semantics and type suffixes are accepted and kept in
-the trace's spelling. docs/language.md lists every instruction and what the engine does with it.
+The opcode is read against the instruction table (app/lang/opcodes.py: the forms each family of
+app/sim registers), which fills `Line.sem` / `Line.scope` with PTX's defaults and `Line.flags`
+with the modelled modifiers; the operands are then read in the form's order by the reader of its
+line kind. The opcode stays in the trace as written. docs/language.md lists every form.
 """
 
 from __future__ import annotations
 
 from app.sim.program import SINK, Expr, Line, Ref
 
+from . import opcodes
 from .errors import PipelineError
 from .exprs import Scope, compile_expr
 from .syntax import Address, BinOp, Func, Index, Name
 
-QUALIFIERS = {"shared", "shared::cta", "shared::cluster", "b64", "b32", "release", "acquire",
-              "relaxed", "cta", "cluster", "sync", "aligned"}
+ORDERING = ("release", "acquire", "relaxed")
+"""The `.sem` values that `Line.sem` carries (`.weak` loads and stores carry None)."""
 
 
 class Operands:
     """The operands of one instruction, read left to right with messages that name the form."""
 
-    def __init__(self, instr, form: str, scope: Scope, arrays: dict):
+    def __init__(self, instr, parsed: opcodes.Parsed, scope: Scope, arrays: dict):
         self.items = list(instr.operands)
         self.instr = instr
-        self.form = form
+        self.parsed = parsed
+        self.form = parsed.form.operands
         self.scope = scope
         self.arrays = arrays
-
-    def error(self, message: str, node=None) -> PipelineError:
-        pos = getattr(node, "pos", None) or self.instr.pos
-        return PipelineError(message, pos.line, pos.column,
-                             hint=f"the form is `{self.instr.opcode} {self.form};`")
+        self.sink = False
+        """Whether the last `optional_dest` read was the sink `_` (or no operand at all)."""
+        self.dest_node = None
 
     def expect_count(self, low: int, high: int) -> None:
         n = len(self.items)
@@ -46,8 +47,12 @@ class Operands:
         raise self.error("expected a destination register (or `_`)", node)
 
     def optional_dest(self) -> int:
-        """PTX's optional first operand (`state`, `waitComplete`): anything not in brackets."""
+        """PTX's first operand (`state`, `waitComplete`), which the language lets be left out:
+        anything not in brackets."""
+        self.sink = True
         if self.items and not isinstance(self.items[0], Address):
+            self.dest_node = self.items[0]
+            self.sink = isinstance(self.items[0], Name) and self.items[0].name == "_"
             return self.dest()
         return SINK
 
@@ -115,10 +120,44 @@ class Operands:
         if remote is not None and decl.ctas == 1:
             raise self.error(f"`mapa`: `{name}` is not in shared memory of a cluster (declare "
                              "`cluster N;`)", node)
+        if remote is not None:
+            self._remote(node, kind)
         own = self.scope.constants.get("cta", 0) if decl.ctas > 1 else 0
         if remote is not None:
             return Ref(name, decl.base, decl.size, index_expr, remote, decl.ctas), offset
         return Ref(name, decl.base + own * decl.size, decl.size, index_expr), offset
+
+    def _remote(self, node, kind: str) -> None:
+        """A `[mapa(object, cta)]` operand: an object in another CTA's shared memory (PTX's
+        `.shared::cluster` window), where the form allows one."""
+        form = self.parsed.form
+        if form.remote:
+            noun = {"smem": "stage"}.get(kind, kind)
+            raise self.error(f"`{form.stem}` cannot take a {noun} in another CTA (`mapa`)",
+                             node, hint=form.remote)
+        space = self.parsed.get("space")
+        if space in ("shared", "shared::cta"):
+            raise self.error(f"`mapa(...)` names another CTA's shared memory, but `.{space}` "
+                             "is the executing CTA's own", node,
+                             hint="write `.shared::cluster` (PTX 9.7.13.15.8)")
+
+    def remote_sink(self, ref: Ref, node) -> None:
+        """PTX 9.7.13.15.8: an arrive on a barrier in another CTA "cannot return result"; PTX
+        9.7.13.15.13: the sink `_` is then mandatory."""
+        form = self.parsed.form
+        remote = ref.cta is not None or self.parsed.get("space") == "shared::cluster"
+        if form.remote_sink and remote and not self.sink:
+            raise self.error(f"`{form.stem}` on a barrier in another CTA cannot return "
+                             "a state: write `_` as its destination", self.dest_node,
+                             hint="PTX 9.7.13.15.8: on `.shared::cluster`, arrive is "
+                                  "\"supported, cannot return result\" (9.7.13.15.13: the sink "
+                                  "`_` is mandatory)")
+
+    def error(self, message: str, node=None, hint: str | None = None) -> PipelineError:
+        pos = getattr(node, "pos", None) or self.instr.pos
+        form = f"{self.instr.opcode} {self.form}" if self.form else self.instr.opcode
+        return PipelineError(message, pos.line, pos.column,
+                             hint=hint or f"the form is `{form};`")
 
     def done(self) -> None:
         if self.items:
@@ -130,60 +169,107 @@ class Operands:
                 "tmem": "tmem_acc"}[kind]
 
 
-def parts(opcode: str) -> list[str]:
-    return opcode.split(".")
-
 
 def build(instr, scope: Scope, arrays: dict, text: str) -> Line:
     """The engine line for one instruction statement."""
-    p = parts(instr.opcode)
-    head = p[0]
-    words = [w for w in p[1:] if w not in QUALIFIERS]
-    line = instr.pos.line
-
-    def make(kind: str, form: str, reader) -> Line:
-        ops = Operands(instr, form, scope, arrays)
-        args = reader(ops)
-        ops.done()
-        sem, scope_q, flags = _ordering(kind, p)
-        return Line(kind, instr.opcode, text, line, args, sem, scope_q, flags)
-
-    if head == "mbarrier":
-        return _mbarrier(instr, words, make)
-    if head == "cp" and words[:2] == ["async", "bulk"]:
-        return _bulk(instr, p, words[2:], make)
-    if head == "fence" and words[:2] == ["proxy", "async"]:
-        return make("proxy_fence", "", lambda o: ())
-    if head == "tcgen05":
-        return _tcgen05(instr, words, make)
-    if head == "ld" and "shared" in instr.opcode:
-        return make("ld_shared", "dest, [smem[i]], tile[k]",
-                    lambda o: (o.dest(), o.ref("smem")[0], o.tile()))
-    if head == "st" and "shared" in instr.opcode:
-        return make("st_shared", "[smem[i]], tile[k]",
-                    lambda o: (o.ref("smem")[0], o.tile()))
-    if head == "st" and "global" in instr.opcode:
-        return make("st_global", "[tensor[k]], value", _st_global)
-    if head == "ld" and "global" in instr.opcode:
-        return make("ld_global", "dest, [tensor[k]]", lambda o: (o.dest(), o.ref("tensor")[0]))
-    raise _unknown(instr)
+    parsed = opcodes.parse(instr.opcode, instr.pos.line, instr.pos.column)
+    form = parsed.form
+    ops = Operands(instr, parsed, scope, arrays)
+    args = READERS[form.kind](ops)
+    ops.done()
+    sem = parsed.value("sem")
+    return Line(form.kind, instr.opcode, text, instr.pos.line, args,
+                sem if sem in ORDERING else None, parsed.value("scope"), frozenset(form.flags))
 
 
-_RELEASING = {"arrive", "arrive_drop", "arrive_expect_tx"}
-_ACQUIRING = {"wait_parity", "wait_token"}
+def _no_complete(o: Operands) -> bool:
+    return "noComplete" in o.parsed.form.flags
 
 
-def _ordering(kind: str, p: list[str]) -> tuple[str | None, str | None, frozenset]:
-    """`.sem` and `.scope` with PTX's defaults (arrive: `.release.cta`; waits: `.acquire.cta`),
-    and the modelled flags."""
-    words = set(p[1:])
-    flags = frozenset(w for w in ("noComplete",) if w in words)
-    if kind in _RELEASING or kind in _ACQUIRING:
-        default = "release" if kind in _RELEASING else "acquire"
-        sem = next((w for w in ("release", "acquire", "relaxed") if w in words), default)
-        scope = "cluster" if "cluster" in words else "cta"
-        return sem, scope, flags
-    return None, None, flags
+def _arrive(o: Operands) -> tuple:
+    dest = o.optional_dest()
+    ref = o.ref("barrier")[0]
+    o.remote_sink(ref, None)
+    if _no_complete(o) and not o.items:
+        raise o.error(f"`{o.parsed.form.stem}` takes its `count` (PTX 9.7.13.15.13: `state, "
+                      "[addr], count`)")
+    count = o.value("the count") if o.items else None
+    return (dest, ref, count)
+
+
+def _arrive_expect_tx(o: Operands) -> tuple:
+    dest = o.optional_dest()
+    ref = o.ref("barrier")[0]
+    o.remote_sink(ref, None)
+    return (dest, ref, o.value("txCount"))
+
+
+def _wait(parity: bool):
+    def read(o: Operands) -> tuple:
+        blocking = o.parsed.form.stem.startswith("mbarrier.try_wait")
+        dest = o.optional_dest()
+        ref = o.ref("barrier")[0]
+        third = o.value("the phase parity") if parity else _token(o)
+        if blocking and o.items:
+            raise o.error("the `suspendTimeHint` operand of `mbarrier.try_wait` is not modelled "
+                          "yet", o.items[0], hint="PTX 9.7.13.15.16: it bounds how long one "
+                                                  "try_wait may suspend; leave it out")
+        return (dest, ref, third, blocking)
+    return read
+
+
+def _token(o: Operands) -> int:
+    node = o.items.pop(0) if o.items else None
+    if not isinstance(node, Name) or node.name not in o.scope.registers:
+        stem = o.parsed.form.stem
+        hint = None
+        if not isinstance(node, (Name, Address)) and node is not None:
+            hint = f"a number is a phase parity: did you mean `{stem}.parity`?"
+        raise o.error("expected the state register an arrive wrote", node, hint=hint)
+    return o.scope.registers[node.name]
+
+
+def _cache_policy(o: Operands) -> None:
+    """`.L2::cache_hint`'s `cache-policy` operand: a performance hint only (PTX 9.7.9.25.4.1),
+    which changes nothing the engine observes; read (so its names are checked) and dropped."""
+    if o.parsed.get("level::cache_hint"):
+        o.value("the `cache-policy` operand of `.L2::cache_hint`")
+
+
+def _load(o: Operands) -> tuple:
+    nodes = list(o.items)
+    dst, offset = o.ref("smem", allow_offset=True)
+    src = o.ref("tensor")[0]
+    size = o.value("the byte count")
+    bar = o.ref("barrier")[0]
+    multicast = None
+    if o.parsed.get("multicast"):
+        for ref, node, what in ((dst, nodes[0], "stage"), (bar, nodes[3], "barrier")):
+            if ref.cta is not None:
+                raise o.error(f"a multicast load names its {what} in the issuing CTA, without "
+                              "`mapa`", node, hint="the copy lands at the same offset in every "
+                                                   "CTA of `ctaMask` (PTX 9.7.9.25.4.1)")
+        mask = o.value("the ctaMask")
+        cta = o.scope.constants.get("cta", 0)
+        multicast = (mask, cta, dst.size, bar.size)
+    _cache_policy(o)
+    return (dst, offset, src, size, bar, multicast)
+
+
+def _store(o: Operands) -> tuple:
+    dst = o.ref("tensor")[0]
+    src, offset = o.ref("smem", allow_offset=True)
+    size = o.value("the byte count")
+    _cache_policy(o)
+    return (dst, src, offset, size)
+
+
+def _wait_group(o: Operands) -> tuple:
+    node = o.items[0] if o.items else None
+    n = o.value("N")
+    if n.const is None:
+        raise o.error("N is an integer constant (PTX 9.7.9.27.2.2)", node)
+    return (n, o.parsed.get("read") is not None)
 
 
 def _st_global(o: Operands) -> tuple:
@@ -193,113 +279,29 @@ def _st_global(o: Operands) -> tuple:
     return (ref,)
 
 
-def _mbarrier(instr, words: list[str], make) -> Line:
-    w = set(words)
-    if "init" in w:
-        return make("init", "[barrier], count",
-                    lambda o: (o.ref("barrier")[0], o.value("the arrival count")))
-    if "arrive" in w and "expect_tx" in w:
-        return make("arrive_expect_tx", "state, [barrier], bytes",
-                    lambda o: (o.optional_dest(), o.ref("barrier")[0], o.value("bytes")))
-    if "arrive" in w or "arrive_drop" in w:
-        kind = "arrive_drop" if "arrive_drop" in w else "arrive"
-
-        def read(o):
-            dest = o.optional_dest()
-            ref = o.ref("barrier")[0]
-            count = o.value("the count") if o.items else None
-            return (dest, ref, count)
-        return make(kind, "state, [barrier], count", read)
-    if "expect_tx" in w:
-        return make("expect_tx", "[barrier], bytes",
-                    lambda o: (o.ref("barrier")[0], o.value("bytes")))
-    if "complete_tx" in w:
-        return make("complete_tx", "[barrier], bytes",
-                    lambda o: (o.ref("barrier")[0], o.value("bytes")))
-    if "try_wait" in w or "test_wait" in w:
-        blocking = "try_wait" in w
-        if "parity" in w:
-            return make("wait_parity", "waitComplete, [barrier], phaseParity",
-                        lambda o: (o.optional_dest(), o.ref("barrier")[0],
-                                   o.value("the parity"), blocking))
-        return make("wait_token", "waitComplete, [barrier], state",
-                    lambda o: (o.optional_dest(), o.ref("barrier")[0], _token(o), blocking))
-    if "inval" in w:
-        return make("inval", "[barrier]", lambda o: (o.ref("barrier")[0],))
-    raise _unknown(instr)
-
-
-def _token(o: Operands) -> int:
-    node = o.items.pop(0) if o.items else None
-    if not isinstance(node, Name) or node.name not in o.scope.registers:
-        raise o.error("expected the state register an arrive wrote", node)
-    return o.scope.registers[node.name]
-
-
-def _bulk(instr, p: list[str], words: list[str], make) -> Line:
-    if words[:1] == ["commit_group"]:
-        return make("commit_group", "", lambda o: ())
-    if words[:1] == ["wait_group"]:
-        read = "read" in words
-        return make("wait_group", "N", lambda o: (o.value("N"), read))
-    spaces = [x for x in p[3:] if x in ("shared::cluster", "shared::cta", "global")]
-    if len(spaces) >= 2 and spaces[0].startswith("shared") and spaces[1] == "global":
-        if "mbarrier::complete_tx::bytes" not in instr.opcode:
-            raise PipelineError("a bulk load into shared memory completes on a barrier: "
-                                "spell it `...mbarrier::complete_tx::bytes`",
-                                instr.pos.line, instr.pos.column)
-        if "multicast::cluster" in instr.opcode:
-            return make("load", "[smem[i]], [tensor[k]], bytes, [barrier], ctaMask", _multicast)
-        return make("load", "[smem[i]], [tensor[k]], bytes, [barrier]", _load)
-    if len(spaces) >= 2 and spaces[0] == "global" and spaces[1].startswith("shared"):
-        return make("store", "[tensor[k]], [smem[i]], bytes", _store)
-    raise _unknown(instr)
-
-
-def _load(o: Operands) -> tuple:
-    dst, offset = o.ref("smem", allow_offset=True)
-    src = o.ref("tensor")[0]
-    size = o.value("the byte count")
-    bar = o.ref("barrier")[0]
-    return (dst, offset, src, size, bar, None)
-
-
-def _multicast(o: Operands) -> tuple:
-    """A multicast load names its stage and barrier in the issuing CTA; the copy lands at the
-    same place in every CTA of `ctaMask`, and complete-tx goes to each one's own barrier."""
-    dst, offset, src, size, bar, _ = _load(o)
-    mask = o.value("the ctaMask")
-    cta = o.scope.constants.get("cta", 0)
-    return (dst, offset, src, size, bar, (mask, cta, dst.size, bar.size))
-
-
-def _store(o: Operands) -> tuple:
-    dst = o.ref("tensor")[0]
-    src, offset = o.ref("smem", allow_offset=True)
-    size = o.value("the byte count")
-    return (dst, src, offset, size)
-
-
-def _tcgen05(instr, words: list[str], make) -> Line:
-    w = set(words)
-    if "mma" in w:
-        return make("mma", "[tmem], [smem[i]], tile[k]",
-                    lambda o: (o.ref("tmem")[0], o.ref("smem")[0], o.tile()))
-    if "commit" in w:
-        return make("tc_commit", "[barrier]", lambda o: (o.ref("barrier")[0],))
-    if "fence::after_thread_sync" in w:
-        return make("tc_fence", "", lambda o: ())
-    if "wait::ld" in w:
-        return make("tc_wait_ld", "", lambda o: ())
-    if "ld" in w or any(x.startswith("ld") for x in w):
-        return make("tc_ld", "dest, [tmem]", lambda o: (o.dest(), o.ref("tmem")[0]))
-    raise _unknown(instr)
-
-
-def _unknown(instr) -> PipelineError:
-    hint = None
-    if instr.opcode.startswith("mbarrier.try_wait") and "parity" not in instr.opcode:
-        hint = "`mbarrier.try_wait.parity` waits on a phase parity; plain try_wait takes a state"
-    return PipelineError(f"`{instr.opcode}` is not an instruction the engine knows",
-                         instr.pos.line, instr.pos.column,
-                         hint=hint or "docs/language.md lists the instructions")
+READERS = {
+    "init": lambda o: (o.ref("barrier")[0], o.value("the arrival count")),
+    "inval": lambda o: (o.ref("barrier")[0],),
+    "arrive": _arrive,
+    "arrive_drop": _arrive,
+    "arrive_expect_tx": _arrive_expect_tx,
+    "expect_tx": lambda o: (o.ref("barrier")[0], o.value("txCount")),
+    "complete_tx": lambda o: (o.ref("barrier")[0], o.value("txCount")),
+    "wait_parity": _wait(parity=True),
+    "wait_token": _wait(parity=False),
+    "load": _load,
+    "store": _store,
+    "commit_group": lambda o: (),
+    "wait_group": _wait_group,
+    "proxy_fence": lambda o: (),
+    "ld_shared": lambda o: (o.dest(), o.ref("smem")[0], o.tile()),
+    "st_shared": lambda o: (o.ref("smem")[0], o.tile()),
+    "ld_global": lambda o: (o.dest(), o.ref("tensor")[0]),
+    "st_global": _st_global,
+    "mma": lambda o: (o.ref("tmem")[0], o.ref("smem")[0], o.tile()),
+    "tc_commit": lambda o: (o.ref("barrier")[0],),
+    "tc_fence": lambda o: (),
+    "tc_ld": lambda o: (o.dest(), o.ref("tmem")[0]),
+    "tc_wait_ld": lambda o: (),
+}
+"""The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

@@ -5,15 +5,49 @@ parsing again with one inserted."""
 
 from __future__ import annotations
 
+import re
+
 from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from . import opcodes
 from .errors import PipelineError, expected_words
 
 
 def explain(text: str, err: UnexpectedInput, parser: Lark) -> PipelineError:
     """The PipelineError for a parse of `text` that `parser` stopped with `err`."""
-    return _missing_semicolon(text, err, parser) or _syntax_error(text, err, parser)
+    return (_refused_opcode(text, err, parser) or _missing_semicolon(text, err, parser)
+            or _syntax_error(text, err, parser))
+
+
+def _refused_opcode(text: str, err: UnexpectedInput, parser: Lark) -> PipelineError | None:
+    """An instruction the engine refuses (a tensor copy, `bar.sync`) may stop the parse in its
+    operands (`[tmap, {x, y}]`): then why it is refused is the error, not what the parser
+    expected there."""
+    pos = getattr(err, "pos_in_stream", None)
+    if pos is None and isinstance(err, UnexpectedToken):
+        pos = err.token.start_pos
+    if pos is None:
+        return None
+    at = max(text.rfind(c, 0, pos) for c in ";{}") + 1
+    while at < pos:
+        if text[at].isspace():
+            at += 1
+        elif text.startswith("//", at):
+            at = text.find("\n", at) % (len(text) + 1)
+        elif text.startswith("/*", at):
+            at = text.find("*/", at) + 2 if "*/" in text[at:] else len(text)
+        else:
+            break
+    match = re.compile(parser.get_terminal("OPCODE").pattern.to_regexp()).match(text, at)
+    if match is None or match.end() > pos:
+        return None
+    line = text.count("\n", 0, at) + 1
+    try:
+        opcodes.parse(match.group(), line, at - text.rfind("\n", 0, at))
+    except PipelineError as refused:
+        return refused
+    return None
 
 
 def _missing_semicolon(text: str, err: UnexpectedInput, parser: Lark) -> PipelineError | None:

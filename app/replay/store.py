@@ -36,10 +36,10 @@ EVENT_KINDS = {
     "register", "tmem_read", "trap", "store_complete", "tx_held", "wait_pending", "inval",
 }
 DIAGNOSTIC_KINDS = {
-    "stale_wait", "partial_read", "stale_read", "overwrite", "deadlock", "livelock", "tx_overflow",
+    "stale_wait", "partial_read", "stale_read", "overwrite", "deadlock", "tx_overflow",
     "tx_underflow", "over_arrival", "proxy_fence_missing", "tx_mismatch", "reuse_before_wait",
-    "store_not_visible", "tcgen05_ld_race", "stale_token", "undefined_behavior",
-    "hardware_trap", "divergence",
+    "store_not_visible", "tcgen05_ld_race", "livelock", "remote_after_exit", "ordering_race",
+    "async_write_after_read", "stale_token", "undefined_behavior", "hardware_trap", "divergence",
 }
 """The event and diagnostic kinds of the trace schema (app/sim/trace_schema.json), which the
 engine's traces use; tests/replay/test_gpu_order.py keeps them equal."""

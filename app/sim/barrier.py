@@ -4,7 +4,7 @@ Communication Instructions: mbarrier" defines it.
 The barrier counts completed phases; PTX waits only ever see their parity. A phase completes the
 moment an operation leaves no pending arrivals and a zero tx-count; the tx-count may go negative in
 between, because bytes may land before their `expect_tx`. Anything PTX leaves undefined raises
-`UndefinedBehavior` with the rule's name instead of guessing (see shared SEMANTICS.md).
+`UndefinedBehavior` with the rule's name instead of guessing (docs/semantics.md).
 """
 
 from __future__ import annotations

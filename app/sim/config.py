@@ -26,6 +26,7 @@ BUG_TOGGLES = (
     "missing_tcgen05_wait",
     "release_local_only",
     "expect_tx_one_cta",
+    "no_producer_tail",
 )
 """The toggle names the built-in scenarios use (DESIGN.md's contract); a pipeline text may
 declare toggles of any name."""

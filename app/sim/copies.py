@@ -4,22 +4,24 @@ groups of `cp.async.bulk.commit_group` / `wait_group[.read] N`.
 
 A load lands chunk by chunk; each landing writes its chunk of SMEM and performs complete-tx on the
 load's barrier, either at once or *held* until a later landing on the same barrier applies the
-held bytes with its own (the hardware does not fix how a copy's bytes are grouped: SEMANTICS.md).
+held bytes with its own (the hardware does not fix how a copy's bytes are grouped:
+docs/semantics.md).
 A store reads SMEM chunk by chunk (after which `wait_group.read` lets the stage be reused), then
 its writes land in global memory in one more move (after which plain `wait_group` returns).
 """
 
 from __future__ import annotations
 
-from . import smem
+from . import ordering, smem
 from .barrier import TX_LIMIT
 from .detectors import Diagnostic
 from .program import ProgramError
-from .sync import ISSUED, barrier_op, tx_check
+from .sync import ISSUED, barrier_op, remote_access, tx_check
 
 LOAD, STORE = 0, 1
+FLAG_OVERWRITE, FLAG_PROXY, FLAG_EXITED = 1, 2, 4
 # An in-flight copy: [direction, tile, stage, barrier, next_chunk, end_chunk, agent, group,
-#                     flagged, writing, serial]
+#                     flagged (FLAG_* bits: each diagnostic once per copy), writing, serial]
 (OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING,
  OP_SERIAL) = range(11)
 
@@ -36,8 +38,6 @@ def op_name(m, op: list) -> str:
 
 
 def _same_name(m, a: list, b: list) -> bool:
-    if a[OP_DIR] != b[OP_DIR] or a[OP_TILE] != b[OP_TILE]:
-        return False
     if a[OP_DIR] == LOAD:
         stages = m.program.stages
         return stages[a[OP_STAGE]].cta == stages[b[OP_STAGE]].cta
@@ -46,7 +46,9 @@ def _same_name(m, a: list, b: list) -> bool:
 
 def _issue(m, op: list) -> None:
     """Put a new copy in flight with the lowest serial its name leaves free."""
-    taken = {other[OP_SERIAL] for other in m.tma if _same_name(m, op, other)}
+    direction, tile = op[OP_DIR], op[OP_TILE]
+    taken = [other[OP_SERIAL] for other in m.tma
+             if other[OP_TILE] == tile and other[OP_DIR] == direction and _same_name(m, op, other)]
     serial = 1
     while serial in taken:
         serial += 1
@@ -86,11 +88,11 @@ def _load(m, a, r, args, record) -> None:
                    for c in range(ctas) if mask >> c & 1]
     names = []
     for stage, b in targets:
-        _issue(m, [LOAD, tile, stage, b, first, end, a, 0, False, False])
+        _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
+        ordering.forget(m, ordering.chunk_range(m, stage, first, end))
+        same = m.stage_tile[stage] == tile
         m.stage_tile[stage] = tile
-        readers = m.program.readers[stage]
-        if readers:
-            m.owed[(stage, tile)] = readers
+        m.stage_bars[stage] = (m.stage_bars[stage] if same else 0) | 1 << b
         name = op_name(m, m.tma[-1])
         names.append(name)
         stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
@@ -98,6 +100,8 @@ def _load(m, a, r, args, record) -> None:
                                  "tile": smem.tile_index(tile), "stage": stage_name,
                                  "bytes": nbytes, "barrier": bar_name})
         m.tx_ledger[b][ISSUED] += nbytes
+    if m.generic_reads[a] >> targets[0][0] & 1:
+        _warn_async_after_read(m, a, targets[0][0], record)
     stage, b = targets[0]
     record["operands"] = {"op": names[0], "tile": smem.tile_index(tile),
                           "stage": m.stage_names[stage], "bytes": nbytes,
@@ -108,14 +112,39 @@ def _load(m, a, r, args, record) -> None:
         tx_check(m, b, record)
 
 
+def _warn_async_after_read(m, a: int, stage: int, record: dict) -> None:
+    """A warning, not a diagnostic: PTX asks for `fence.proxy.async` between generic accesses
+    and async-proxy accesses of the same memory (9.7.9.25.2); whether a TMA load issued after
+    the same thread's `ld.shared` of that stage needs one is not settled by the text, and
+    CUTLASS-style pipelines order such reuse with the barrier handshake alone
+    (docs/semantics.md, "Proxies")."""
+    name = m.agents[a].name
+    record.setdefault("warnings", []).append(Diagnostic.make(
+        "async_write_after_read", m.step_no,
+        f"{name} issued a TMA load into {m.stage_names[stage]} after reading it with ld.shared "
+        "and no fence.proxy.async since: PTX asks for a proxy fence between generic and "
+        "async-proxy accesses of the same memory (deepseek-ai/DeepEP#642 added one here).",
+        agents=[name], stage=m.stage_names[stage]))
+
+
 def _store(m, a, r, args, record) -> None:
     dst, src, offset, size = args
     tile, stage = dst(r), src(r)
     nbytes = size(r)
     first, end = _chunks(m, stage, offset, nbytes, r)
-    _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], False, False])
+    _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], 0, False])
     name = op_name(m, m.tma[-1])
     stage_name = m.stage_names[stage]
+    unknown = _unknown_chunks(m, a, stage, first, end)
+    if unknown:
+        who = m.agents[a].name
+        record["diagnostics"].append(Diagnostic.make(
+            "ordering_race", m.step_no,
+            f"{who} issued a TMA store of {stage_name}, but {unknown} of the chunks it stores "
+            "were written by writes it is not ordered after (no acquire wait of it observed a "
+            "release of them: a .relaxed wait orders nothing, and a write landing after the "
+            "wait is not ordered before it), so the store may read the old bytes.",
+            agents=[who], stage=stage_name))
     record["operands"] = {"op": name, "tile": smem.tile_index(tile), "stage": stage_name,
                           "bytes": nbytes}
     record["events"].append({"kind": "tma_issued", "op": name, "direction": "store",
@@ -123,16 +152,27 @@ def _store(m, a, r, args, record) -> None:
                              "bytes": nbytes, "barrier": None})
 
 
+def _unknown_chunks(m, a: int, stage: int, first: int, end: int) -> int:
+    """Chunks a store would read whose current write its issuer does not know (ordering.py)."""
+    known, base = m.know[a], m.chunk_base[stage]
+    if known & m.chunk_mask[stage] == m.chunk_mask[stage]:
+        return 0
+    return sum(1 for c in range(first, end)
+               if m.chunks[stage][c][0] != smem.NO_TILE and not known >> (base + c) & 1)
+
+
 def store_fits(m, a, r, args) -> bool:
-    """Whether `_store` with these registers issues its copy without undefined behaviour (its
-    operands in range, whole chunks): the checker makes such a store at once (app/check)."""
+    """Whether `_store` with these registers issues its copy with no diagnostic: its operands
+    in range, whole chunks, every chunk's write known to the issuer. The checker makes such a
+    store at once (app/check)."""
     dst, src, offset, size = args
     try:
         dst(r)
-        _chunks(m, src(r), offset, size(r), r)
+        stage = src(r)
+        first, end = _chunks(m, stage, offset, size(r), r)
     except ProgramError:
         return False
-    return True
+    return not _unknown_chunks(m, a, stage, first, end)
 
 
 def _commit_group(m, a, r, args, record) -> None:
@@ -224,8 +264,13 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
     old_tile = m.chunks[stage][c][0]
-    if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED]:
-        op[OP_FLAGGED] = True
+    if m.clustered and not op[OP_FLAGGED] & FLAG_EXITED and remote_access(
+            m, "the TMA engine", m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
+            f"wrote {m.stage_names[stage]} and completed bytes on {m.barrier_names[b]} "
+            f"for the multicast of {smem.tile_word(m, tile)}", record):
+        op[OP_FLAGGED] |= FLAG_EXITED
+    if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
+        op[OP_FLAGGED] |= FLAG_OVERWRITE
         holders = [a.name for i, a in enumerate(m.agents) if m.owed[(stage, old_tile)] >> i & 1]
         stage_name = m.stage_names[stage]
         record["diagnostics"].append(Diagnostic.make(
@@ -234,6 +279,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"{smem.tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
     m.chunks[stage][c] = (tile, smem.W_ASYNC)
+    m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
                              "chunk": c, "tile": smem.tile_index(tile)})
     bar_name = m.barrier_names[b]
@@ -253,3 +299,77 @@ HANDLERS = {"load": _load, "store": _store, "commit_group": _commit_group,
             "wait_group": _wait_group}
 BLOCKERS = {"wait_group": _group_ready}
 WAITING = {"wait_group": _waiting_group}
+
+
+# ------------------------------------------------------------------- the instruction table
+
+def _isa_forms() -> tuple:
+    """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
+    PTX 9.1 sections 9.7.9.25.4 (bulk copies) and 9.7.9.27.2 (their completion)."""
+    from .isa import Form, Gap, Slot
+
+    on_barrier = Slot("completion_mechanism", ("mbarrier::complete_tx::bytes",), required=True)
+    in_group = Slot("completion_mechanism", ("bulk_group",), required=True)
+    hint = Slot("level::cache_hint", ("L2::cache_hint",),
+                note="with its `cache-policy` operand: a performance hint only (PTX "
+                     "9.7.9.25.4.1), which changes nothing the engine observes")
+    multicast = Slot("multicast", ("multicast::cluster",),
+                     note="with its `ctaMask` operand: one load lands in every CTA of the mask")
+    cp_mask = Slot("cp_mask", ("cp_mask",), modelled=(),
+                   note="`byteMask` copies only some bytes of each 16; the engine tracks whole "
+                        "chunks")
+    release = (("sem", "release"), ("scope", "cluster"))
+    lands = ("a bulk load: lands chunk by chunk (each a TMA step) and completes tx on the "
+             "barrier (a release at cluster scope)")
+    return (
+        Form("cp.async.bulk.shared::cluster.global", "load",
+             "[smem[i] (+ off)], [tensor[k]], bytes, [barrier] {, ctaMask} {, cache-policy}",
+             "9.7.9.25.4.1", lands + "; with `.multicast::cluster`, one load landing in every "
+             "CTA of `ctaMask`, completing tx on each CTA's own barrier",
+             (on_barrier, multicast, hint), implied=release),
+        Form("cp.async.bulk.shared::cta.global", "load",
+             "[smem[i] (+ off)], [tensor[k]], bytes, [barrier] {, cache-policy}",
+             "9.7.9.25.4.1", lands + ", in the executing CTA", (on_barrier, hint),
+             remote="with `.shared::cta` the destination is the executing CTA's own shared "
+                    "memory (PTX 9.7.9.25.4.1): write `.shared::cluster` for another CTA's",
+             implied=release),
+        Form("cp.async.bulk.global.shared::cta", "store",
+             "[tensor[k]], [smem[i] (+ off)], bytes {, cache-policy}", "9.7.9.25.4.1",
+             "a bulk store: reads the stage chunk by chunk, then its writes land",
+             (in_group, hint, cp_mask),
+             remote="a bulk store reads the executing CTA's own shared memory (`.shared::cta`)"),
+        Form("cp.async.bulk.commit_group", "commit_group", "", "9.7.9.27.2.1",
+             "closes the agent's current bulk group"),
+        Form("cp.async.bulk.wait_group", "wait_group", "N", "9.7.9.27.2.2",
+             "blocks until every group but the N most recent has finished reading shared "
+             "memory (`.read`) or completed its writes (plain)",
+             (Slot("read", ("read",)),)),
+        Gap("cp.async.bulk.shared::cluster.shared::cta", "9.7.9.25.4.1",
+            "bulk copies from shared memory into another CTA's are not modelled yet",
+            "the engine models bulk loads from global memory"),
+        Gap("cp.async.bulk.tensor", "9.7.9.27.1.2", "tensor copies are not modelled yet",
+            "the engine models flat bulk copies (`cp.async.bulk.shared::cluster.global."
+            "mbarrier::complete_tx::bytes` of the box's bytes) today"),
+        Gap("cp.async.bulk.prefetch", "9.7.9.25.4.3", "bulk prefetches are not modelled yet"),
+        Gap("cp.async.bulk.prefetch.tensor", "9.7.9.27.1.4",
+            "tensor prefetches are not modelled yet"),
+        Gap("cp.reduce.async.bulk", "9.7.9.25.4.2", "bulk reductions are not modelled yet"),
+        Gap("cp.reduce.async.bulk.tensor", "9.7.9.27.1.3",
+            "tensor reductions are not modelled yet"),
+        Gap("cp.async", "9.7.9.25.3.1", "non-bulk `cp.async` copies are not modelled yet",
+            "the engine models bulk copies (`cp.async.bulk`)"),
+        Gap("cp.async.commit_group", "9.7.9.25.3.2",
+            "non-bulk `cp.async` groups are not modelled yet",
+            "did you mean `cp.async.bulk.commit_group`?"),
+        Gap("cp.async.wait_group", "9.7.9.25.3.3",
+            "non-bulk `cp.async` groups are not modelled yet",
+            "did you mean `cp.async.bulk.wait_group`?"),
+        Gap("cp.async.wait_all", "9.7.9.25.3.3",
+            "non-bulk `cp.async` groups are not modelled yet"),
+        Gap("cp.async.mbarrier.arrive", "9.7.13.15.15",
+            "`cp.async.mbarrier.arrive` is not modelled yet"),
+    )
+
+
+FORMS = _isa_forms()
+"""This family's rows of the instruction table (app/sim/isa.py)."""

@@ -7,10 +7,11 @@ reading) one chunk of one in-flight bulk copy, or the tensor core retiring its o
 `ready` lists the ones that can move now (an agent blocked in `try_wait` or `wait_group` cannot),
 so a schedule, the UI's student and the exhaustive checker all choose among the same moves. A
 landing chunk may also *hold* its complete-tx so that a later landing on the same barrier applies
-both at once: the grouping of a copy's bytes is not fixed by the hardware (SEMANTICS.md), and the
-hold moves let the checker explore every grouping. Detectors run inside the move that causes a
-failure, so a diagnostic is pinned to its step. The machine is mutable for speed; `freeze()` gives
-an immutable, hashable value of the whole state and `thaw()` rebuilds a machine from it.
+both at once: the grouping of a copy's bytes is not fixed by the hardware (docs/semantics.md),
+and the hold moves let the checker explore every grouping. Detectors run inside the move that
+causes a failure, so a diagnostic is pinned to its step. The machine is mutable for speed;
+`freeze()` gives an immutable, hashable value of the whole state and `thaw()` rebuilds a machine
+from it.
 
 The barrier lines live in sync.py, bulk copies in copies.py, SMEM provenance in smem.py, the
 tensor core in tensor_core.py, failure reports in detectors.py and snapshots in snapshot.py.
@@ -120,10 +121,27 @@ class Machine:
         self.agents = program.agents
         self.n_agents = len(program.agents)
         self.n_stages = len(program.stages)
+        self.n_bars = len(program.barriers)
         self.barrier_names = [b.name for b in program.barriers]
         self.stage_names = [s.name for s in program.stages]
-        self.release_stage = {s.release: i for i, s in enumerate(program.stages)
-                              if s.release is not None}
+        release: dict[int, list[int]] = {}
+        for i, stage in enumerate(program.stages):
+            if stage.release is not None:
+                release.setdefault(stage.release, []).append(i)
+        self.release_stages = {b: tuple(stages) for b, stages in release.items()}
+        """Per release barrier, every stage its arrivals release (a GEMM stage's A and B)."""
+        self.agent_cta = tuple(a.cta for a in program.agents)
+        self.clustered = program.cluster > 1
+        self.barrier_cta = tuple(b.cta for b in program.barriers)
+        self.releasable = tuple(s.release is not None for s in program.stages)
+        """Whether anything can reach another CTA (remote arrives, multicast, mapa)."""
+        self.chunk_base, self.chunk_mask, base = [], [], 0
+        for stage in program.stages:
+            self.chunk_base.append(base)
+            self.chunk_mask.append(((1 << stage.chunks) - 1) << base)
+            base += stage.chunks
+        self.n_chunk_bits = base
+        """Knowledge bits (ordering.py): one per SMEM chunk, then one per barrier."""
         self.tensor_names = [t[0] for t in program.tensors]
         self.writes_observed = any(
             kind == "ld_global" or (kind == "wait_group" and not prepared[1])
@@ -148,7 +166,23 @@ class Machine:
         self.waits: dict[tuple[int, int], list[int]] = {}
         self.chunks = [[(smem.NO_TILE, smem.W_NONE)] * s.chunks for s in program.stages]
         self.stage_tile = [smem.NO_TILE] * self.n_stages
+        self.stage_bars = [0] * self.n_stages
+        """Per stage, the barriers (a bit each) its current tile's loads complete on: a wait that
+        returns on one of them takes the tile (`owed`)."""
         self.owed: dict[tuple[int, int], int] = {}
+        self.acc_dirty = 0
+        """Agents (a bit each) that have not observed, through a wait, the completion of every
+        `tcgen05.mma` issued so far (tensor_core.py)."""
+        self.acc_cover = [0, 0]
+        """Barriers (a bit each) whose current phase / last completed phase holds a
+        `tcgen05.commit` that covers every MMA issued so far."""
+        self.know = [0] * self.n_agents
+        self.carried = [0] * (4 * n_bars)
+        """What each agent knows, and what each barrier's current and last completed phase
+        carry, near and far (ordering.py)."""
+        self.generic_reads = [0] * self.n_agents
+        """Per agent, the stages (a bit each) it read with `ld.shared` since its last
+        `fence.proxy.async` (the warning `async_write_after_read`)."""
         self.regs = [[0, *a.initial] for a in program.agents]
         self.tma: list[list] = []
         self.bulk_committed = [0] * self.n_agents
@@ -164,6 +198,8 @@ class Machine:
         except ProgramError:
             self.status = UNDEFINED
         self._ready = None
+        if self.status == RUNNING:
+            self._settle(None)  # a program may be done, or deadlocked, before its first step
 
     def freeze(self) -> tuple:
         """The whole state as nested tuples: immutable, hashable, canonical (no step number)."""
@@ -177,7 +213,9 @@ class Machine:
             tuple(self.bulk_committed),
             tuple(self.tensor_core),
             (tuple(self.observed), tuple(tuple(x) for x in self.tx_ledger), tuple(self.held),
-             tuple(sorted((k, tuple(v)) for k, v in self.waits.items()))),
+             tuple(sorted((k, tuple(v)) for k, v in self.waits.items())),
+             tuple(self.stage_bars), self.acc_dirty, tuple(self.acc_cover), tuple(self.know),
+             tuple(self.carried), tuple(self.generic_reads)),
             self.status,
         )
 
@@ -193,11 +231,17 @@ class Machine:
         self.tma = [list(op) for op in tma]
         self.bulk_committed = list(bulk)
         self.tensor_core = list(tensor_core)
-        observed, ledger, held, waits = meta
+        (observed, ledger, held, waits, stage_bars, self.acc_dirty, cover, know, carried,
+         generic_reads) = meta
+        self.know = list(know)
+        self.carried = list(carried)
+        self.generic_reads = list(generic_reads)
         self.observed = list(observed)
         self.tx_ledger = [list(x) for x in ledger]
         self.held = list(held)
         self.waits = {k: list(v) for k, v in waits}
+        self.stage_bars = list(stage_bars)
+        self.acc_cover = list(cover)
         self.status = status
         self.step_no = step_no
         self._ready = None
@@ -338,6 +382,13 @@ class Machine:
             self.stop_report = deadlock_diagnostics(self)
             if record is not None:
                 record["diagnostics"].extend(self.stop_report)
+
+    def cta_exited(self, cta: int) -> bool:
+        """A CTA exits when all its agents are done; its shared memory, barriers included, is
+        gone (docs/semantics.md, "CTA lifetime")."""
+        regs, code = self.regs, self.code
+        return all(regs[a][PC] >= code[a].end for a in range(self.n_agents)
+                   if self.agent_cta[a] == cta)
 
     def _all_done(self) -> bool:
         if self.tma or self.tensor_core:

@@ -12,7 +12,7 @@ bookkeeping never costs a step of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 SINK = -1
 TC_FENCED, TC_PENDING = 1, 2
@@ -148,8 +148,6 @@ class Program:
     """(name, elements, bytes per element) of every global tensor."""
     accumulators: tuple[str, ...]
     agents: tuple[AgentProgram, ...]
-    readers: tuple[int, ...] = field(default=())
-    """Per stage: bit mask of the agents that read it (they are owed every tile put there)."""
     cluster: int = 1
     """CTAs in the cluster: every barrier and stage array, and every agent, exists once per CTA."""
 

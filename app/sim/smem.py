@@ -10,6 +10,7 @@ the first tensor and `name[3]` for others.
 
 from __future__ import annotations
 
+from . import ordering
 from .detectors import Diagnostic
 
 NO_TILE = -1
@@ -32,7 +33,8 @@ def tile_word(m, tile: int) -> str:
     return f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
 
 
-def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> None:
+def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> bool:
+    """`partial_read` / `stale_read`; True when every chunk holds the wanted tile."""
     chunks = m.chunks[stage]
     ok = sum(1 for t, _ in chunks if t == tile)
     n = len(chunks)
@@ -40,7 +42,7 @@ def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader
     record["events"].append({"kind": "smem_read", "stage": stage_name,
                              "tile": tile_index(tile), "chunks_ok": ok, "chunks": n})
     if ok == n:
-        return
+        return True
     others = sorted({t for t, _ in chunks if t != tile})
     what = tile_word(m, tile)
     if ok > 0 or others == [NO_TILE]:
@@ -51,25 +53,38 @@ def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader
             "partial_read", m.step_no,
             f"{reader} read {what} from {stage_name} with only {ok} of its {n} chunks landed "
             f"({missing} bytes missing{rest}).", agents=agents, stage=stage_name))
-        return
+        return False
     held = ", ".join(tile_word(m, t) for t in others if t != NO_TILE)
     when = "an earlier" if all(t < tile for t in others) else "another"
     record["diagnostics"].append(Diagnostic.make(
         "stale_read", m.step_no,
         f"{reader} read {what} from {stage_name} but the buffer still holds {when} tile's data "
         f"({held}).", agents=agents, stage=stage_name))
+    return False
 
 
 def _ld_shared(m, a, r, args, record) -> None:
-    from .sync import discharge
+    from .sync import take
 
     dest, stage_fn, tile_fn = args
     stage, tile = stage_fn(r), tile_fn(r)
     name = m.agents[a].name
     record["operands"] = {"stage": m.stage_names[stage], "tile": tile_index(tile)}
-    check_read(m, [name], stage, tile, record, name)
-    if m.program.stages[stage].release is None:
-        discharge(m, stage, 1 << a)
+    if m.clustered:
+        _remote(m, a, stage, "read", record)
+    if check_read(m, [name], stage, tile, record, name):
+        ordering.check(m, [name], stage, tile, m.know[a], record, name, tile_word(m, tile))
+    if m.stage_tile[stage] == tile:
+        take(m, a, stage, tile)
+    m.generic_reads[a] |= 1 << stage
+
+
+def _remote(m, a: int, stage: int, what: str, record: dict) -> None:
+    """`ld.shared::cluster` / `st.shared::cluster` through `mapa` into a CTA that has exited."""
+    from .sync import remote_access
+
+    remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.stages[stage].cta,
+                  f"{what} {m.stage_names[stage]}", record)
 
 
 def _st_shared(m, a, r, args, record) -> None:
@@ -85,36 +100,53 @@ def _st_shared(m, a, r, args, record) -> None:
                 f"use: {', '.join(holders)} had not released it.",
                 agents=[m.agents[a].name, *holders], stage=stage_name))
             del m.owed[(s, old)]
+    if m.clustered:
+        _remote(m, a, stage, "wrote", record)
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
-    readers = m.program.readers[stage]
-    if readers:
-        m.owed[(stage, tile)] = readers
+    m.stage_bars[stage] = 0
+    ordering.write(m, a, ordering.chunk_bits(m, stage))
     record["operands"] = {"stage": stage_name, "tile": tile_index(tile)}
     record["events"].append({"kind": "smem_write", "stage": stage_name,
                              "tile": tile_index(tile)})
 
 
 def _proxy_fence(m, a, r, args, record) -> None:
+    """`fence.proxy.async.shared::cta`: the executing CTA's shared memory only."""
+    m.generic_reads[a] = 0
     fenced = []
+    cta, stages = m.agent_cta[a], m.program.stages
     for s, chunks in enumerate(m.chunks):
-        if any(w == W_GENERIC for _, w in chunks):
+        if stages[s].cta == cta and any(w == W_GENERIC for _, w in chunks):
             m.chunks[s] = [(t, W_GENERIC_FENCED if w == W_GENERIC else w) for t, w in chunks]
             fenced.append(m.stage_names[s])
     record["operands"] = {"stages": fenced}
     record["events"].append({"kind": "proxy_fence", "stages": fenced})
 
 
+def async_read(m, agents: list[str], stage: int, record: dict, reader: str) -> None:
+    """`proxy_fence_missing`: the async proxy (here `tcgen05.mma`) reads chunks threads wrote
+    with `st.shared` and no `fence.proxy.async` since (PTX 9.7.9.25.2: tcgen05's shared-memory
+    accesses are in the async proxy)."""
+    if any(w == W_GENERIC for _, w in m.chunks[stage]):
+        stage_name = m.stage_names[stage]
+        record["diagnostics"].append(Diagnostic.make(
+            "proxy_fence_missing", m.step_no,
+            f"The {reader} (async proxy) read {stage_name}, which was written with st.shared "
+            "(generic proxy) and no fence.proxy.async: it may read the old bytes.",
+            agents=agents, stage=stage_name))
+
+
 def store_read(m, op: list, name: str, record: dict) -> None:
     """A bulk store reads one chunk of its stage (the async proxy)."""
-    from .copies import OP_AGENT, OP_FLAGGED, OP_NEXT, OP_STAGE, OP_TILE
+    from .copies import FLAG_PROXY, OP_AGENT, OP_FLAGGED, OP_NEXT, OP_STAGE, OP_TILE
 
     stage, c = op[OP_STAGE], op[OP_NEXT]
     stage_name = m.stage_names[stage]
     record["op"] = "cp.async.bulk (chunk stored)"
     written_by = m.chunks[stage][c][1]
-    if written_by == W_GENERIC and not op[OP_FLAGGED]:
-        op[OP_FLAGGED] = True
+    if written_by == W_GENERIC and not op[OP_FLAGGED] & FLAG_PROXY:
+        op[OP_FLAGGED] |= FLAG_PROXY
         agent = m.agents[op[OP_AGENT]].name
         record["diagnostics"].append(Diagnostic.make(
             "proxy_fence_missing", m.step_no,
@@ -142,3 +174,89 @@ def _ld_global(m, a, r, args, record) -> None:
 
 HANDLERS = {"ld_shared": _ld_shared, "st_shared": _st_shared, "proxy_fence": _proxy_fence,
             "ld_global": _ld_global}
+
+
+# ------------------------------------------------------------------- the instruction table
+
+def _isa_forms() -> tuple:
+    """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
+    PTX 9.1 sections 9.7.9.8 (`ld`), 9.7.9.11 (`st`) and 9.7.13.4 (`fence.proxy.async`)."""
+    from .isa import Form, Gap, Slot
+
+    types = ("b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32",
+             "s64", "f32", "f64")
+    kind = Slot("type", types, required=True, may_omit=True,
+                note="any: the engine tracks which tile a stage holds, not values")
+    scoped = "scoped loads and stores (`.relaxed.scope`, `.acquire`, `.release`) are not " \
+             "modelled yet"
+    scope = Slot("scope", ("cta", "cluster", "gpu", "sys"), modelled=(), note=scoped)
+    hints = "cache and eviction hints on `ld`/`st` are not modelled"
+    evict1 = Slot("level1::eviction_priority", ("L1::evict_normal", "L1::evict_unchanged",
+                                                "L1::evict_first", "L1::evict_last",
+                                                "L1::no_allocate"), modelled=(), note=hints)
+    evict2 = Slot("level2::eviction_priority", ("L2::evict_normal", "L2::evict_first",
+                                                "L2::evict_last"), modelled=(), note=hints)
+    cache = Slot("level::cache_hint", ("L2::cache_hint",), modelled=(), note=hints)
+    vec = Slot("vec", ("v2", "v4", "v8"), modelled=(),
+               note="vector operands (`{a, b}`) have no spelling in the language")
+    shared = ("shared", "shared::cta", "shared::cluster")
+    spaces = ("the engine models the stages (`.shared`; another CTA's with `.shared::cluster` "
+              "and `[mapa(smem[i], cta)]`) and the tensors (`.global`) a pipeline declares")
+    ld_slots = (
+        Slot("sem", ("weak", "volatile", "relaxed", "acquire", "mmio"), modelled=("weak",),
+             default="weak", note=scoped),
+        scope,
+        Slot("space", ("const", "global", "local", "param", "param::entry", "param::func",
+                       *shared), modelled=("global", *shared),
+             note=spaces),
+        Slot("cop", ("ca", "cg", "cs", "lu", "cv"), modelled=(), note=hints),
+        evict1, evict2, cache,
+        Slot("level::prefetch_size", ("L2::64B", "L2::128B", "L2::256B"), modelled=(),
+             note=hints),
+        vec, kind)
+    st_slots = (
+        Slot("sem", ("weak", "volatile", "relaxed", "release", "mmio"), modelled=("weak",),
+             default="weak", note=scoped),
+        scope,
+        Slot("space", ("global", "local", "param", "param::func", *shared),
+             modelled=("global", *shared),
+             note=spaces),
+        Slot("cop", ("wb", "cg", "cs", "wt"), modelled=(), note=hints),
+        evict1, evict2, cache, vec, kind)
+    proxy = Slot("space", ("global", "shared::cta", "shared::cluster"),
+                 modelled=("shared::cta",),
+                 note="the engine tracks which proxy wrote the executing CTA's shared memory "
+                      "(`.shared::cta`, or every state space when left out)")
+    return (
+        Form("ld", "ld_shared", "dest, [smem[i]], tile[k]", "9.7.9.8",
+             "threads read the stage, expecting tile k: `partial_read` / `stale_read` "
+             "otherwise", ld_slots, where=(("space", shared),)),
+        Form("ld", "ld_global", "dest, [tensor[k]]", "9.7.9.8",
+             "reading a bulk store's destination before its writes landed is "
+             "`store_not_visible`", ld_slots, where=(("space", ("global",)),)),
+        Form("st", "st_shared", "[smem[i]], tile[k]", "9.7.9.11",
+             "threads write tile k into the stage (generic proxy)", st_slots,
+             where=(("space", shared),)),
+        Form("st", "st_global", "[tensor[k]], value", "9.7.9.11",
+             "uses registers (after `tcgen05.ld`, needs `tcgen05.wait::ld`)", st_slots,
+             where=(("space", ("global",)),)),
+        Form("fence.proxy.async", "proxy_fence", "", "9.7.13.4",
+             "threads' (generic-proxy) writes to shared memory become visible to the async "
+             "proxy", (proxy,)),
+        Gap("ld.global.nc", "9.7.9.9", "`ld.global.nc` is not modelled yet"),
+        Gap("st.async", "9.7.9.12", "`st.async` is not modelled yet"),
+        Gap("st.bulk", "9.7.9.13", "`st.bulk` is not modelled yet"),
+        Gap("fence", "9.7.13.4", "thread fences (`fence.sc`, `fence.acq_rel`, ...) are not "
+                                 "modelled yet", "the engine models `fence.proxy.async`"),
+        Gap("fence.mbarrier_init", "9.7.13.4", "`fence.mbarrier_init` is not modelled yet",
+            "declare the barrier with its count (`barrier bar = 1;`): it is initialized before "
+            "any agent moves"),
+        Gap("fence.proxy", "9.7.13.4", "this proxy fence is not modelled yet",
+            "the engine models `fence.proxy.async` (bi-directional, generic and async proxy)"),
+        Gap("membar", "9.7.13.4", "`membar` is not modelled yet"),
+    )
+
+
+FORMS = _isa_forms()
+"""This family's rows of the instruction table (app/sim/isa.py). `st.global`'s handler lives in
+tensor_core.py (it checks the registers of `tcgen05.ld`)."""

@@ -50,7 +50,7 @@ def snapshot(m) -> dict:
              "stage": m.stage_names[stage] if kind == MMA else None,
              "tile": smem.tile_index(tile),
              "barrier": m.barrier_names[b] if kind != MMA else None}
-            for kind, stage, tile, b, _ in m.tensor_core
+            for kind, stage, tile, b, *_ in m.tensor_core
         ],
     }
 

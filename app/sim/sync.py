@@ -2,7 +2,7 @@
 `arrive_drop`), `expect_tx`, `complete_tx`, `try_wait`/`test_wait` (`.parity` or a state token),
 `inval`, and register updates; with the detectors that watch them.
 
-Follows the PTX ISA's mbarrier section and SEMANTICS.md. Beside the barrier itself the machine
+Follows the PTX ISA's mbarrier section and docs/semantics.md. Beside the barrier itself the machine
 keeps, per barrier, whether some wait has observed the current phase (`reuse_before_wait`), the
 bytes announced and the bytes of copies issued in the current phase (`tx_mismatch`), and per
 (agent, barrier) the parity of the agent's first wait and how many of its waits returned: the
@@ -11,6 +11,7 @@ ground truth of which completion a wait needs (`stale_wait`), which the parity o
 
 from __future__ import annotations
 
+from . import ordering
 from .barrier import COUNT_LIMIT, TX_LIMIT, UndefinedBehavior
 from .detectors import Diagnostic
 from .program import SINK, TC_FENCED, ProgramError
@@ -47,24 +48,29 @@ def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
     if kind == "init":
         m.observed[b] = 1
         m.tx_ledger[b] = [0, 0, 0]
+        ordering.reset(m, b)
     if done:
         events.append({"kind": "phase_completed", "barrier": name, "phase": barrier.phase,
                        "parity": barrier.phase & 1})
         m.observed[b] = 0
         m.tx_ledger[b] = [0, 0, 0]
+        bit = 1 << b
+        pending, completed = m.acc_cover
+        m.acc_cover = [pending & ~bit, (completed & ~bit) | (pending & bit)]
+        ordering.complete(m, b)
     return done
 
 
 def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> None:
     """Checks every arrive makes (threads, or the tensor core for a commit) before it lands.
 
-    `reuse_before_wait` watches arrivals from the barrier's own CTA. A remote arrive from
-    another CTA of the cluster (`mapa` + `.shared::cluster`) is a one-way signal that may reach
-    the next phase before the barrier's own waiter has looked, as in CUTLASS's multicast
-    pipelines; a phase it helps complete unobserved still shows as `stale_wait` or `deadlock`."""
+    `reuse_before_wait` as PTX 9.7.13.15.4 writes it, for every arrive-on, local or remote:
+    some wait must return true for phase k before any arrive-on in phase k+1. A remote arrive
+    into a CTA that has exited is `remote_after_exit`."""
     barrier = m.barriers[b]
-    if cta is not None and cta != m.program.barriers[b].cta:
-        return
+    if cta is not None and m.clustered:
+        remote_access(m, a_name, cta, m.program.barriers[b].cta, f"arrived on "
+                      f"{m.barrier_names[b]}", record)
     if not m.observed[b] and barrier.valid and barrier.phase > 0:
         m.observed[b] = 1
         name = m.barrier_names[b]
@@ -72,14 +78,37 @@ def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> Non
             "reuse_before_wait", m.step_no,
             f"{a_name} arrived on {name} in its phase {barrier.phase} before any wait observed "
             f"that phase {barrier.phase - 1} had completed: the next use of a barrier must "
-            "start after a wait saw the last one finish.", agents=[a_name], barrier=name))
+            "start after a wait saw the last one finish (PTX 9.7.13.15.4).", agents=[a_name],
+            barrier=name))
+
+
+def remote_access(m, who: str, from_cta: int, to_cta: int, what: str, record: dict) -> bool:
+    """`remote_after_exit`: a CTA reached into a peer whose agents have all finished (CUDA:
+    distributed-shared-memory accesses must complete before the target block exits)."""
+    if from_cta == to_cta or not m.cta_exited(to_cta):
+        return False
+    record["diagnostics"].append(Diagnostic.make(
+        "remote_after_exit", m.step_no,
+        f"{who} {what} in CTA {to_cta}, which has exited (all its agents are done): its shared "
+        "memory is gone; a CTA must not exit while peers still access it (CUTLASS's producer "
+        "tail loop waits for them).", agents=[who]))
+    return True
 
 
 def release(m, a: int, b: int) -> None:
-    """An arrive on a stage's release barrier: agent `a` is done with that stage's tile."""
-    stage = m.release_stage.get(b)
-    if stage is not None:
+    """An arrive on a stage's release barrier: agent `a` is done with the tiles of every stage
+    that barrier releases."""
+    for stage in m.release_stages.get(b, ()):
         discharge(m, stage, 1 << a)
+
+
+def take(m, a: int, stage: int, tile: int) -> None:
+    """Agent `a` holds `tile` of `stage` until it arrives on the stage's release barrier: a tile
+    is owed by the agents that waited for it or read it, not by every agent whose code names
+    the array (consumers that split a ring, a consumer that left with `arrive_drop`)."""
+    if m.releasable[stage] and tile >= 0:
+        key = (stage, tile)
+        m.owed[key] = m.owed.get(key, 0) | 1 << a
 
 
 def discharge(m, stage: int, bits: int) -> None:
@@ -147,7 +176,10 @@ def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
     arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
-    if ("noComplete" in m.code[a].nodes[r[PC]].flags and n == barrier.pending_arrivals
+    line = m.code[a].nodes[r[PC]]
+    ordering.touch(m, a, b)
+    ordering.release(m, a, b, line.sem, line.scope)
+    if ("noComplete" in line.flags and n == barrier.pending_arrivals
             and barrier.tx_count == 0):
         raise UndefinedBehavior("no_complete", f"mbarrier.{kind}.noComplete of {n} on {name} "
                                                f"would complete its phase ({n} arrivals pending,"
@@ -173,6 +205,9 @@ def _arrive_expect_tx(m, a, r, args, record) -> None:
     arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
+    line = m.code[a].nodes[r[PC]]
+    ordering.touch(m, a, b)
+    ordering.release(m, a, b, line.sem, line.scope)
     m.tx_ledger[b][ANNOUNCED] += n
     barrier_op(m, record, b, "expect_tx", n)
     if barrier_op(m, record, b, "arrive", 1):
@@ -186,6 +221,10 @@ def _expect_tx(m, a, r, args, record) -> None:
     n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.expect_tx")
+    if m.clustered:
+        remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
+                      f"announced bytes on {m.barrier_names[b]}", record)
+    ordering.touch(m, a, b)
     m.tx_ledger[b][ANNOUNCED] += n
     if not barrier_op(m, record, b, "expect_tx", n):
         tx_check(m, b, record)
@@ -197,20 +236,25 @@ def _complete_tx(m, a, r, args, record) -> None:
     n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.complete_tx")
+    if m.clustered:
+        remote_access(m, m.agents[a].name, m.agent_cta[a], m.program.barriers[b].cta,
+                      f"completed bytes on {m.barrier_names[b]}", record)
     m.tx_ledger[b][ISSUED] += n
     if not barrier_op(m, record, b, "complete_tx", n):
         tx_check(m, b, record)
 
 
 def phases_needed(m, a: int, b: int, parity: int) -> int:
-    """Completed phases barrier `b` must show for agent `a`'s next wait to be the right one:
-    its first wait is taken at its word (parity 0: the first completion; parity 1: the phase
-    before the first, which a producer's start state treats as complete), and every later wait
-    on the same barrier is for the next completion."""
+    """Completed phases barrier `b` must show for agent `a`'s next wait to return on a
+    completion the agent has not seen: its first wait is taken at its word (parity 0: the
+    first completion; parity 1: the state before the first phase, which a producer's start
+    state treats as complete), and a later wait needs a completion after the last one its own
+    waits returned on (an agent that skips phases, as consumers splitting a ring do, needs at
+    least that one)."""
     seen = m.waits.get((a, b))
     if seen is None:
         return 1 - parity
-    return seen[1] + 1 - seen[0]
+    return seen[1] + 1
 
 
 def _parity(value: int) -> int:
@@ -237,23 +281,54 @@ def _wait_parity(m, a, r, args, record) -> None:
               parity, needed)
 
 
-def _returned(m, a, r, b, record, event, parity, needed) -> None:
+def _returned(m, a, r, b, record, event, parity, needed, token: bool = False) -> None:
+    """A wait that returned true: it observed completion number `barrier.phase` (0: the state
+    before the first phase).
+
+    `stale_wait` as PTX 9.7.13.15.16 reads: a parity names the current or the immediately
+    preceding phase, so a wait that returns at once returns on the latest completion. That is
+    stale when this agent's own earlier wait already returned on it (a forgotten phase toggle),
+    or when it returns on the state before the first phase although the agent knows phase 0
+    is already under way (it saw, through its own arrivals or what its waits acquired, an
+    arrive or expect-tx in it: ordering.py): a wait meant for a later phase (parity 1 from a
+    consumer that has not seen phase 0, as in two consumers splitting an odd ring). A wait on
+    a state token names its phase exactly, so it is never stale (an old token is
+    `stale_token`)."""
     barrier = m.barriers[b]
     name = m.barrier_names[b]
     record["events"].append(event)
     m.observed[b] = 1
     r[TC_FENCED] = 0
+    phase = barrier.phase
     seen = m.waits.get((a, b))
+    stale = None
+    if token:
+        pass
+    elif seen is not None and phase <= seen[1]:
+        stale = (f"the barrier's current parity is {phase & 1} from an earlier use "
+                 f"({phase} phase{'s' if phase != 1 else ''} completed, {needed} needed)")
+    elif phase == 0 and m.know[a] & ordering.act_bit(m, b):
+        stale = ("parity 1 names the state before phase 0, but it knows phase 0 is already "
+                 "under way (an arrive on it happened before this wait): the wait was meant "
+                 "for a later phase")
     if seen is None:
-        seen = m.waits[(a, b)] = [parity, 0]
-    seen[1] += 1
-    if barrier.phase < needed:
+        seen = m.waits[(a, b)] = [parity, phase]
+    else:
+        seen[1] = max(seen[1], phase)
+    line = m.code[a].nodes[r[PC]]
+    ordering.acquire(m, a, b, line.sem, line.scope)
+    bit = 1 << b
+    if not stale:  # a stale return gets no tile: the one it returned on was used already
+        for stage, bars in enumerate(m.stage_bars):
+            if bars & bit:
+                take(m, a, stage, m.stage_tile[stage])
+    if m.acc_cover[1] & bit:
+        m.acc_dirty &= ~(1 << a)
+    if stale:
         agent = m.agents[a].name
         record["diagnostics"].append(Diagnostic.make(
             "stale_wait", m.step_no,
-            f"{agent}'s wait on {name} with parity {parity} returned at once: the barrier's "
-            f"current parity is {barrier.phase & 1} from an earlier use ({barrier.phase} "
-            f"phase{'s' if barrier.phase != 1 else ''} completed, {needed} needed).",
+            f"{agent}'s wait on {name} with parity {parity} returned at once: {stale}.",
             agents=[agent], barrier=name))
 
 
@@ -275,7 +350,8 @@ def _wait_token(m, a, r, args, record) -> None:
         record["events"].append({"kind": "wait_pending", "barrier": name, "parity": None})
         return
     _returned(m, a, r, b, record, {"kind": "wait_returned", "barrier": name,
-                                   "parity": arrived_in & 1}, arrived_in & 1, arrived_in + 1)
+                                   "parity": arrived_in & 1}, arrived_in & 1, arrived_in + 1,
+              token=True)
 
 
 def _inval(m, a, r, args, record) -> None:
@@ -361,3 +437,97 @@ def _wait_view(barrier: str, parity: int, needed: int) -> dict:
 
 
 WAITING = {"wait_parity": _waiting_parity, "wait_token": _waiting_token}
+
+
+# ------------------------------------------------------------------- the instruction table
+
+def _isa_forms() -> tuple:
+    """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
+    PTX 9.1 section 9.7.13.15 (mbarrier)."""
+    from .isa import Form, Gap, Slot
+
+    b64 = Slot("type", ("b64",), default="b64", required=True, may_omit=True)
+    own = Slot("space", ("shared", "shared::cta"),
+               note="left out: generic addressing of the barrier in the executing CTA")
+    any_space = Slot("space", ("shared", "shared::cta", "shared::cluster"),
+                     note="`.shared::cluster` with `[mapa(bar, cta)]`: a barrier in another CTA")
+    scope = Slot("scope", ("cta", "cluster"), default="cta")
+    release = Slot("sem", ("release", "relaxed"), default="release")
+    acquire = Slot("sem", ("acquire", "relaxed"), default="acquire")
+    relaxed = Slot("sem", ("relaxed",), note="left out, with `.scope` left out: no `.sem`")
+    tx_scope = Slot("scope", ("cta", "cluster"))
+    pair = (("sem", "scope"),)
+    local = ("PTX 9.7.13.15.8: on a barrier in another CTA (`.shared::cluster`) only arrive, "
+             "expect-tx and complete-tx are supported")
+    no_cluster = (("shared::cluster", "a wait, init or inval needs a barrier in the executing "
+                                      "CTA (`.shared::cta`)", local),)
+    phase_type = ("`.phase_type` is a PTX ISA 9.3 qualifier of `mbarrier.try_wait` (section "
+                  "9.7.14.16.19); this table follows PTX 9.1, which has none")
+    try_refuse = (*no_cluster,
+                  ("phase_type::conditional", "`.phase_type::conditional` is not modelled",
+                   phase_type),
+                  ("phase_type::primary", "`.phase_type::primary` is not modelled", phase_type))
+    arrive_slots = (release, scope, any_space, b64)
+    wait_slots = (acquire, scope, own, b64)
+    tx_slots = (relaxed, tx_scope, any_space, b64)
+    no_complete = (Slot("sem", ("release",), default="release"),
+                   Slot("scope", ("cta",), default="cta"), own, b64)
+    no_complete_remote = ("a `.noComplete` arrive returns a state, so its barrier is in the "
+                          "executing CTA (PTX 9.7.13.15.13: `.shared{::cta}` only)")
+    no_complete_cluster = (("shared::cluster", "`.noComplete` takes no `.shared::cluster`",
+                            no_complete_remote),)
+    counts = ("`count` arrivals (default 1); `state` gets the phase it arrived in; an arrive on "
+              "a stage's release barrier releases the agent's hold on that stage")
+    return (
+        Form("mbarrier.init", "init", "[barrier], count", "9.7.13.15.9",
+             "count 1..2^20-1: phase 0, pending = expected = count, tx 0",
+             (own, b64), refuse=no_cluster, remote=local),
+        Form("mbarrier.inval", "inval", "[barrier]", "9.7.13.15.10",
+             "the barrier is no longer valid", (own, b64), refuse=no_cluster, remote=local),
+        Form("mbarrier.arrive", "arrive", "{state,} [barrier] {, count}", "9.7.13.15.13",
+             counts, arrive_slots, together=pair, remote_sink=True),
+        Form("mbarrier.arrive.noComplete", "arrive", "{state,} [barrier], count",
+             "9.7.13.15.13", "the same; completing the phase with it is undefined behaviour",
+             no_complete, together=pair, refuse=no_complete_cluster,
+             remote=no_complete_remote, flags=("noComplete",)),
+        Form("mbarrier.arrive.expect_tx", "arrive_expect_tx", "{state,} [barrier], txCount",
+             "9.7.13.15.13",
+             "`over_arrival` if no arrival is pending; else expect-tx(txCount), then arrive",
+             arrive_slots, together=pair, remote_sink=True),
+        Form("mbarrier.arrive_drop", "arrive_drop", "{state,} [barrier] {, count}",
+             "9.7.13.15.14", "expected -= count for this and later phases, then arrive",
+             arrive_slots, together=pair, remote_sink=True),
+        Form("mbarrier.arrive_drop.noComplete", "arrive_drop", "{state,} [barrier], count",
+             "9.7.13.15.14", "the same; completing the phase with it is undefined behaviour",
+             no_complete, together=pair, refuse=no_complete_cluster,
+             remote=no_complete_remote, flags=("noComplete",)),
+        Form("mbarrier.expect_tx", "expect_tx", "[barrier], txCount", "9.7.13.15.11",
+             "tx += txCount, no arrival (it may complete the phase)", tx_slots, together=pair),
+        Form("mbarrier.complete_tx", "complete_tx", "[barrier], txCount", "9.7.13.15.12",
+             "tx -= txCount, from a thread", tx_slots, together=pair),
+        Form("mbarrier.test_wait", "wait_token", "{waitComplete,} [barrier], state",
+             "9.7.13.15.16", "never blocks; `waitComplete` = 1 once the phase of the state "
+             "token completed; a token two or more phases old is `stale_token`",
+             wait_slots, together=pair, refuse=no_cluster, remote=local),
+        Form("mbarrier.test_wait.parity", "wait_parity",
+             "{waitComplete,} [barrier], phaseParity", "9.7.13.15.16",
+             "never blocks; `waitComplete` = 1 if the phase with that parity completed",
+             wait_slots, together=pair, refuse=no_cluster, remote=local),
+        Form("mbarrier.try_wait", "wait_token", "{waitComplete,} [barrier], state",
+             "9.7.13.15.16", "blocks until the phase of the state token completes",
+             wait_slots, together=pair, refuse=try_refuse, remote=local),
+        Form("mbarrier.try_wait.parity", "wait_parity",
+             "{waitComplete,} [barrier], phaseParity", "9.7.13.15.16",
+             "blocks until the barrier's parity differs from `phaseParity`",
+             wait_slots, together=pair, refuse=try_refuse, remote=local),
+        Gap("mbarrier.arrive_drop.expect_tx", "9.7.13.15.14",
+            "`mbarrier.arrive_drop.expect_tx` is not modelled yet",
+            "the engine models `mbarrier.expect_tx` and `mbarrier.arrive_drop` as two lines"),
+        Gap("mbarrier.pending_count", "9.7.13.15.17",
+            "`mbarrier.pending_count` is not modelled yet in a pipeline",
+            "POST /api/v1/mbarrier/run has a `pending_count` op"),
+    )
+
+
+FORMS = _isa_forms()
+"""This family's rows of the instruction table (app/sim/isa.py)."""

@@ -42,7 +42,8 @@ class Run:
         self.machine = Machine(cfg)
         self.choices = bytearray()
         self.checkpoints = [self.machine.freeze()]
-        self.diagnostics: list[dict] = []
+        self.diagnostics: list[dict] = list(self.machine.stop_report)
+        """A deadlock before the first step is reported at step 0."""
         self.cycle_from: int | None = None
         """Where the cycle of a livelocked run starts: the state after its last step equals the
         state after step `cycle_from - 1` (status `livelock`)."""

@@ -44,8 +44,8 @@ def test_unsafe_lists_one_violation_per_kind_with_a_trace(client):
     body = client.post("/api/v1/check", json=UNSAFE).json()
     assert body["verdict"] == "unsafe"
     kinds = [v["kind"] for v in body["violations"]]
-    assert sorted(kinds) == ["deadlock", "overwrite", "partial_read", "reuse_before_wait",
-                             "stale_read"]
+    assert sorted(kinds) == ["deadlock", "ordering_race", "overwrite", "partial_read",
+                             "reuse_before_wait", "stale_read"]
     for violation in body["violations"]:
         assert {"kind", "steps", "trace"} <= violation.keys()
         trace = violation["trace"]

@@ -45,10 +45,12 @@ def test_an_undeclared_barrier_names_the_closest_one():
     assert text.splitlines()[err.line - 1][err.column - 1:].startswith("ful_barrier")
 
 
-def test_an_unknown_instruction_says_which_ones_exist():
-    err = error_of(RING.replace("cp.async.bulk.commit_group;", "cp.async.bulk.comit_group;"))
+def test_an_unknown_instruction_names_the_closest_one():
+    text = RING.replace("cp.async.bulk.commit_group;", "cp.async.bulk.comit_group;")
+    err = error_of(text)
     assert "`cp.async.bulk.comit_group` is not an instruction the engine knows" == err.message
-    assert "docs/language.md" in err.hint
+    assert err.hint == "did you mean `cp.async.bulk.commit_group`?"
+    assert text.splitlines()[err.line - 1][err.column - 1:].startswith("comit_group;")
 
 
 def test_try_wait_without_parity_gets_a_hint():
@@ -56,8 +58,11 @@ def test_try_wait_without_parity_gets_a_hint():
                         "mbarrier.try_wait.shared::cta.b64 _, [full_barrier[0]], 0;")
     err = error_of(text)
     assert err.message == "expected the state register an arrive wrote"
-    assert err.hint == "the form is `mbarrier.try_wait.shared::cta.b64 waitComplete, [barrier], " \
-                       "state;`"
+    assert err.hint == "a number is a phase parity: did you mean `mbarrier.try_wait.parity`?"
+    text = RING.replace("consumer_wait(pipe_state);",
+                        "mbarrier.try_wait.shared::cta.b64 _, [full_barrier[0]], [x];")
+    assert error_of(text).hint == "the form is `mbarrier.try_wait.shared::cta.b64 " \
+                                  "{waitComplete,} [barrier], state;`"
 
 
 def test_operand_of_the_wrong_kind_names_the_form():

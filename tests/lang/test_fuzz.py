@@ -51,6 +51,11 @@ def small_runs(monkeypatch):
     monkeypatch.setattr(pipelines, "STEP_LIMIT", 10_000)
 
 
+HANG_S = 60.0
+"""The work is bounded by STEP_LIMIT; the clock only catches a hang (a busy machine can make a
+bounded request slow, so nothing tighter is asserted)."""
+
+
 def timed(call):
     start = time.perf_counter()
     response = call()
@@ -63,7 +68,7 @@ def test_fuzzed_sources_never_give_a_server_error(client, source, schedule):
     response, seconds = timed(lambda: client.post("/api/v1/pipelines/validate",
                                                   json={"source": source}))
     assert response.status_code in (200, 413, 422), response.text[:300]
-    assert seconds < 2.0
+    assert seconds < HANG_S
     if response.status_code == 422:
         detail = response.json()["detail"][0]
         if detail["loc"][-1] == "source":
@@ -71,4 +76,4 @@ def test_fuzzed_sources_never_give_a_server_error(client, source, schedule):
     response, seconds = timed(lambda: client.post("/api/v1/traces", json={
         "source": source, "schedule": schedule, "seed": 1, "snapshots": False}))
     assert response.status_code in (200, 409, 413, 422, 503), response.text[:300]
-    assert seconds < 2.0
+    assert seconds < HANG_S

@@ -1,4 +1,5 @@
-"""One test per rule of SEMANTICS.md's mbarrier table, phase completion and undefined behaviour."""
+"""One test per rule of docs/semantics.md's mbarrier table, phase completion and undefined
+behaviour."""
 
 import pytest
 

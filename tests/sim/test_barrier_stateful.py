@@ -1,4 +1,4 @@
-"""The real `Mbarrier` beside a tiny independent model of SEMANTICS.md, driven by Hypothesis.
+"""The real `Mbarrier` beside a tiny independent model of docs/semantics.md, driven by Hypothesis.
 
 The model keeps its state in one immutable tuple and derives completion from a different reading
 of the rule (a phase is complete once the arrivals and bytes owed to it are both settled); any

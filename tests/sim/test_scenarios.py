@@ -72,6 +72,8 @@ CASES = [
      "cp.async.bulk"),
     ("cluster_multicast", "expect_tx_one_cta", {"stages": 2, "tiles": 3}, "partial_read",
      "cta1.consumer", "ld.shared"),
+    ("cluster_multicast", "no_producer_tail", {"stages": 2, "tiles": 4}, "remote_after_exit",
+     "cta1.consumer", "mbarrier.arrive"),
 ]
 
 

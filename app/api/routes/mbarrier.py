@@ -1,4 +1,4 @@
-"""One mbarrier driven op by op (SEMANTICS.md, `POST /api/v1/mbarrier/run`): one state per op.
+"""One mbarrier driven op by op (docs/semantics.md, `POST /api/v1/mbarrier/run`): one state per op.
 
 State tokens: an arrive may store the phase it arrived in under a name (`"token"`); `test_wait`
 and `try_wait` with that name say whether that phase has completed, and `pending_count` reads the
