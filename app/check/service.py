@@ -167,6 +167,10 @@ def summary(describe: dict, out: Exploration) -> str:
                        + (f" (repeating from step {f.cycle_from})" if f.cycle_from else "")
                        for f in found)
     note = f" {out.note}." if out.note else ""
+    if (out.cyclic and not out.complete and not out.note
+            and out.stopped_by in ("max_states", "timeout", "memory")):
+        note = (" The program has a loop that need not end: where its state grows forever (a "
+                "counter, a phase count), no limit is enough, and it may not terminate.")
     if out.verdict == "safe":
         return (f"{what}: safe. No schedule reaches a diagnostic ({out.states:,} states "
                 f"explored).")

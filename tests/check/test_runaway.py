@@ -57,3 +57,4 @@ def test_a_counter_that_grows_forever_stops_at_the_state_limit():
     answer = check(p.ARRIVES_FOREVER, limits=Limits(max_states=500))
     assert answer["stopped_by"] == "max_states" and not answer["complete"]
     assert "livelock" not in {v["kind"] for v in answer["violations"]}
+    assert "may not terminate" in answer["message"]
