@@ -190,7 +190,8 @@ class Explorer:
         buckets: dict[int, list[int]] = {0: [0]}
         memory = len(root_key) + NODE_OVERHEAD
         budget.states = keys.__len__
-        budget.memory = lambda: (memory + self.canonical.part_bytes
+        canonical = self.canonical  # not `self`: the explorer holds the budget (no cycle)
+        budget.memory = lambda: (memory + canonical.part_bytes
                                  + EDGE_BYTES * len(edges) + 16 * len(edge_start))
         expanded = 0
         early = EARLY_ANALYSIS if cyclic and limits.stop_at_first else 0
