@@ -35,7 +35,10 @@ def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
     whose local moves make the cycle are left standing where they are for the rest of this
     closure: the stored state has their local line enabled, the search makes it as an ordinary
     move, and the cycle appears in the state graph (the cycle proviso of partial-order
-    reduction, docs/checker.md). Only where the program can cycle (`guard.cyclic`). `guard`
+    reduction, docs/checker.md). Their pending counts are dropped: such an agent never leaves
+    its loop, so no schedule to a diagnostic needs its local moves (a rebuilt counterexample
+    drops them as trailing ones), and counts that grew with every closure would make the
+    stored states endless. Only where the program can cycle (`guard.cyclic`). `guard`
     (budget.CloseGuard) is told every `TICK_EVERY` moves past that point: it stops a runaway
     (a loop whose state never repeats) and honours the search's clock, memory and cancel flag.
     """
@@ -59,7 +62,12 @@ def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
         if watch is None:
             watch = _Repeat(machine)
         elif watch.step(machine):
-            skip |= _cycle_agents(machine, local, pend, moves, reads, skip, watch.period)
+            looping = _cycle_agents(machine, local, pend, moves, reads, skip, watch.period)
+            skip |= looping
+            n_agents = machine.n_agents
+            for a in looping:  # their local moves are never needed: not counted (else the
+                pend[a] = 0  # counts, part of the key, grow with every closure forever)
+                pend[n_agents + a] = ()
             watch = None
     return diagnostics
 

@@ -17,17 +17,20 @@ from app.sim.trace import Run
 from . import programs as p
 from .helpers import fair_cycle_reachable
 
+BOUND = Limits(max_states=1_000_000, timeout_s=3600.0)
+"""Bounded by states, not by the clock: a busy machine must not turn an answer inconclusive."""
+
 
 def check(source: str, bugs=(), limits: Limits | None = None, reduce: bool = True, **params):
     scenario = from_source(source)
-    return check_config(scenario, scenario.resolve(params, list(bugs)), limits or Limits(),
+    return check_config(scenario, scenario.resolve(params, list(bugs)), limits or BOUND,
                         reduce=reduce)
 
 
 def explore(source: str, bugs=(), reduce: bool = True, limits: Limits | None = None,
             **params):
     explorer = Explorer(p.config(source, bugs, **params), reduce)
-    return explorer.explore(limits or Limits())
+    return explorer.explore(limits or BOUND)
 
 
 def livelock_of(answer: dict) -> dict:
@@ -148,12 +151,12 @@ def test_a_ring_that_polls_is_a_livelock_where_blocking_waits_deadlock():
 
 
 def test_stop_at_first_answers_a_livelock():
-    answer = check(p.SPIN, limits=Limits(stop_at_first=True))
+    answer = check(p.SPIN, limits=Limits(stop_at_first=True, timeout_s=3600))
     assert answer["verdict"] == "unsafe" and livelock_of(answer)["cycle_from"] == 1
 
 
 def test_a_search_stopped_by_its_limit_still_finds_a_fully_expanded_fair_cycle():
-    answer = check(p.EARLY_LIVELOCK_THEN_GROWTH, limits=Limits(max_states=300))
+    answer = check(p.EARLY_LIVELOCK_THEN_GROWTH, limits=Limits(max_states=300, timeout_s=3600))
     assert answer["stopped_by"] == "max_states" and not answer["complete"]
     assert answer["verdict"] == "unsafe"
     violation = livelock_of(answer)

@@ -16,7 +16,7 @@ from .test_livelock import check
 
 
 def test_a_runaway_closure_ends_at_its_bound_of_moves():
-    answer = check(p.STORES_FOREVER, limits=Limits(max_local_moves=500))
+    answer = check(p.STORES_FOREVER, limits=Limits(max_local_moves=500, timeout_s=3600))
     assert answer["verdict"] == "inconclusive" and answer["stopped_by"] == "runaway"
     assert answer["states_explored"] == 0 and not answer["complete"]
     assert "may not terminate" in answer["message"] and "storer made" in answer["message"]
@@ -29,7 +29,7 @@ agent storer {
     mbarrier.arrive.shared::cta.b64 _, [bar];
 }
 """
-    answer = check(source, limits=Limits(max_local_moves=500))
+    answer = check(source, limits=Limits(max_local_moves=500, timeout_s=3600))
     assert answer["stopped_by"] == "runaway" and answer["states_explored"] >= 1
 
 
@@ -49,12 +49,12 @@ def test_the_deadline_reaches_into_a_closure():
 
 
 def test_a_loop_of_local_moves_is_not_a_runaway():
-    answer = check(p.LOCAL_LOOP, limits=Limits(max_local_moves=100))
+    answer = check(p.LOCAL_LOOP, limits=Limits(max_local_moves=100, timeout_s=3600))
     assert answer["verdict"] == "unsafe" and answer["stopped_by"] is None
 
 
 def test_a_counter_that_grows_forever_stops_at_the_state_limit():
-    answer = check(p.ARRIVES_FOREVER, limits=Limits(max_states=500))
+    answer = check(p.ARRIVES_FOREVER, limits=Limits(max_states=500, timeout_s=3600))
     assert answer["stopped_by"] == "max_states" and not answer["complete"]
     assert "livelock" not in {v["kind"] for v in answer["violations"]}
     assert "may not terminate" in answer["message"]
