@@ -91,10 +91,36 @@ class AgentWriter:
 
     # ------------------------------------------------------------------------------ lines
 
+    def spelled(self, node: Line) -> None:
+        """Refuse a line whose `.sem`, `.scope` or flags the kernel would not spell as written
+        (the kernel must never be safer than its program): the helpers issue arrives as
+        `.release.cta` (`.release.cluster` through the cluster window), waits as `.acquire.cta`
+        and a thread's expect-tx / complete-tx as `.relaxed.cta`; `.noComplete` is spelled."""
+        kind = node.kind
+        if kind in ("arrive", "arrive_drop", "arrive_expect_tx"):
+            remote = node.args[1].cta is not None or "shared::cluster" in node.op
+            want = ("release", "cluster" if remote else "cta")
+        elif kind in ("wait_parity", "wait_token"):
+            want = ("acquire", "cta")
+        elif kind in ("expect_tx", "complete_tx"):
+            want = ("relaxed", "cta")
+        else:
+            return
+        have = (node.sem or want[0], node.scope or want[1])
+        if have != want:
+            raise CodegenError(f"`{node.op}`: the generator issues this as "
+                               f".{want[0]}.{want[1]}, not .{have[0]}.{have[1]}: a kernel that "
+                               "orders more than its program would hide an ordering_race")
+        unknown = set(node.flags) - {"noComplete"}
+        if unknown:
+            raise CodegenError(f"`{node.op}`: the generator does not spell "
+                               f"{', '.join(sorted(unknown))}")
+
     def line(self, n: int, node: Line) -> None:
         k = node.kind
         a = node.args
         self.node = node
+        self.spelled(node)
         self.emit(f"// [{n}] {node.text}")
         self.emit("{")
         self.emit(f"const u32 NODE = {n};", 2)
@@ -145,7 +171,12 @@ class AgentWriter:
             self.emit("__syncwarp();", 2)
             self._log(kind, "1", "b", "v")  # detail 1: a remote arrive, no token
             return
-        self._lane0([f"token = {call}({addr}, v);"])
+        if "noComplete" in self.node.flags:  # PTX 9.7.13.15.13: undefined if it completes
+            spelled = "mbarrier.arrive_drop" if kind == "arrive_drop" else "mbarrier.arrive"
+            self._lane0([f'asm volatile("{spelled}.noComplete.shared::cta.b64 %0, [%1], %2;" '
+                         f': "=l"(token) : "r"({addr}), "r"(v) : "memory");'])
+        else:
+            self._lane0([f"token = {call}({addr}, v);"])
         self.emit("__syncwarp();", 2)
         self._log(kind, "0", "b", "v", "token", "mbar_pending_count(token)")
         if dest != SINK:

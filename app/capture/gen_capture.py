@@ -87,11 +87,22 @@ def _entries() -> list[GenCapture]:
                           ctas=SM_COUNT))
     out.append(GenCapture("gen_alternate_tiles_forget_phase_toggle", _pipe("alternate_tiles"),
                           {"tiles": 12}, ["forget_phase_toggle"], ctas=1, **may_trap))
-    # 2x1 clusters (cuLaunchKernelEx): one per SM pair; cluster 0 logs
-    for bugs in ([], ["release_local_only"], ["expect_tx_one_cta"]):
+    # 2x1 clusters (cuLaunchKernelEx): one per SM pair; cluster 0 logs. A CTA ends when its
+    # own agents are done, as the program's does, so a peer's remote arrive may reach an exited
+    # CTA (no_producer_tail); records are copied out before every arrive, where that could trap.
+    for bugs in ([], ["release_local_only"], ["expect_tx_one_cta"], ["no_producer_tail"]):
         name = "_".join(["gen_cluster_multicast", *bugs])
         out.append(GenCapture(name, "cluster_multicast", {"stages": 2, "tiles": 8}, bugs,
-                              ctas=SM_COUNT))
+                              ctas=SM_COUNT, **may_trap))
+    # A remote arrive into a CTA that has exited, in one cluster: the H200 never completes it,
+    # so the kernel hangs and the runner keeps the log it has (`host_bound_s`); with the
+    # cluster barrier before exit that the generator once ended every cluster kernel with, the
+    # same kernel finishes: the barrier hides the bug (docs/gpu-capture.md, "How a cluster
+    # kernel ends"). Raw logs only (ship.SKIPPED).
+    for exit_sync in (False, True):
+        out.append(GenCapture("gen_remote_after_exit" + ("_exit_sync" if exit_sync else ""),
+                              _pipe("remote_after_exit"), {"rounds": 8}, ctas=2,
+                              host_bound_s=3.0, exit_sync=exit_sync, **may_trap))
     return out
 
 

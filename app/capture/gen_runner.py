@@ -24,6 +24,8 @@ from pathlib import Path
 from . import codegen as G
 from .codegen import COMPILE_OPTIONS
 
+HUNG = "launch_hung"
+"""The raw log's `error.name` when the kernel did not finish within `host_bound_s`."""
 RAW_FORMAT = "mbarrier-inspector/raw-gpu-log"
 RAW_VERSION = 2
 CLOCK_HZ_GUESS = 1.98e9
@@ -48,6 +50,13 @@ class GenCapture:
     flush_before_arrive: bool = False
     """Copy staged records out before every arrive, where the kernel may trap (an arrive is what
     traps): the trap then loses only the trapping arrive's record."""
+    host_bound_s: float = 10.0
+    """A launch not finished by then hangs (every wait in the kernel gives up within
+    `timeout_us`, but a remote arrive into an exited CTA never completes): the child keeps the
+    log it has and exits."""
+    exit_sync: bool = False
+    """A cluster's CTAs meet at a cluster barrier before they exit (safer than the program,
+    which has none): kept for the capture that shows what that barrier hides."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -88,7 +97,8 @@ def plan(cap: GenCapture) -> Plan:
 
     scenario_id, source, cfg = resolve(cap.pipeline, cap.params, cap.bugs)
     params = dict(cfg.params)
-    cuda = G.generate(cfg.program, title=scenario_id or cap.name, params=params, bugs=cfg.bugs)
+    cuda = G.generate(cfg.program, title=scenario_id or cap.name, params=params, bugs=cfg.bugs,
+                      exit_sync=cap.exit_sync)
     # Size each agent's log from a simulated run: twice the longest agent's lines, and room.
     run = Run.complete(cfg, Schedule("round_robin"), step_limit=200_000)
     counts = [0] * len(cfg.program.agents)
@@ -190,8 +200,17 @@ def run_capture(cap: GenCapture) -> dict:
         ev0.record()
         launch(fn, cap.ctas, p.layout.threads, smem, cluster, args)
         ev1.record()
-        ev1.synchronize()
-        raw["elapsed_ms"] = round(cupy.cuda.get_elapsed_time(ev0, ev1), 4)
+        start = time.perf_counter()
+        while not ev1.done and time.perf_counter() - start < cap.host_bound_s:
+            time.sleep(0.0005)
+        if ev1.done:
+            ev1.synchronize()
+            raw["elapsed_ms"] = round(cupy.cuda.get_elapsed_time(ev0, ev1), 4)
+        else:  # no CUDA call returns now: read the mapped log as it stands, then exit
+            raw["error"] = {"name": HUNG, "message": (
+                f"the kernel had not finished {cap.host_bound_s} s after its launch: a thread "
+                "never completed an operation (on the H200, a remote arrive into a CTA that "
+                "has exited never completes); the log is what the agents had copied out")}
     except Exception as exc:  # a trap surfaces here as a CUDA runtime error
         raw["error"] = {"name": cuda_error_name(exc), "message": str(exc)}
     words = log.view(np.uint64).reshape(max(1, cap.log_ctas), n_agents, p.log_cap,

@@ -394,8 +394,20 @@ extern "C" __global__ void __launch_bounds__(32 * AGENTS_PER_CTA, 1) pipeline_ke
 %(dispatch)s
     default: break;
     }
-    // No warp leaves before every agent is done, so no copy lands in freed shared memory.
-    __syncthreads();
-    if (CLUSTER > 1) cluster_sync();
+%(exit)s
 }
 """
+
+EXIT_ONE_CTA = """\
+    // No warp leaves before every agent is done, so no copy lands in freed shared memory.
+    __syncthreads();
+    if (CLUSTER > 1) cluster_sync();"""
+"""How a kernel ends without a cluster (and, with `exit_sync`, with one): the text every
+1-CTA kernel shipped in traces/raw ends with."""
+
+EXIT_AS_PROGRAM = """\
+    // The CTA exits when its own agents are done, as the program's CTA does: no cluster
+    // barrier holds it for its peers, so a peer that still reaches into it (a remote arrive, a
+    // multicast) does so on the GPU too (docs/gpu-capture.md, "How a cluster kernel ends").
+    __syncthreads();"""
+"""How a cluster kernel ends: as its program ends."""

@@ -163,6 +163,24 @@ def _notices(doc: dict) -> list[str]:
                    + (", yet every tile CTA 0 stored came out as the engine's stores wrote "
                       "it: the race is real and rarely lost, which is why the fence is easy to "
                       "forget." if same and stored else "."))
+    if kinds["ordering_race"]:
+        out.append(f"The engine names {_plural(kinds['ordering_race'], 'read')} of data "
+                   "that no wait had ordered after its writer (ordering_race): the wait that "
+                   "returned did not observe the release that makes the bytes visible.")
+    if kinds["remote_after_exit"]:
+        out.append(f"{_plural(kinds['remote_after_exit'], 'access')} reached a CTA whose "
+                   "agents had all finished (remote_after_exit): on the H200 a remote arrive "
+                   "into a CTA that has exited never completes, and the kernel hangs "
+                   "(traces/probes.json).")
+    elif "no_producer_tail" in bugs and source["conformance"]["status"]["gpu"] == "done":
+        margin = _exit_margin_ns(doc)
+        out.append("No remote arrive met an exited CTA on this run: each CTA's last line ran "
+                   + (f"at least {margin:,} ns " if margin is not None else "")
+                   + "after the peer's last remote arrive into it, because the two consumers "
+                   "finish together, and nothing but that timing orders a CTA's exit after "
+                   "its peer's last arrive. Had one come later, the H200 would never have "
+                   "completed it and the kernel would have hung (traces/probes.json, "
+                   "remote_after_exit); the checker finds that schedule.")
     if kinds["deadlock"] and doc["status"] == "deadlock":
         out.append("The engine blocks where the GPU's wait gave up: no agent can move "
                    "(deadlock).")
@@ -186,6 +204,27 @@ def _notices(doc: dict) -> list[str]:
                    f"warp's {'was' if reordered == 1 else 'were'} taken in the order the "
                    "tokens and wait results prove.")
     return out
+
+
+def _exit_margin_ns(doc: dict) -> int | None:
+    """How long before each CTA's last line the peer's last remote arrive into it ran (the
+    smallest over the CTAs), from the steps' GPU times; None without remote arrives."""
+    cta_of = {a["name"]: a.get("cta", 0) for a in doc["layout"].get("agents", [])}
+    last: dict[int, int] = {}
+    remote: dict[int, int] = {}
+    for step in doc["steps"]:
+        cta = cta_of.get(step["agent"])
+        if cta is None or step.get("time_ns") is None:
+            continue
+        last[cta] = step["time_ns"]
+        op = step.get("op") or ""
+        target = str((step.get("operands") or {}).get("barrier", ""))
+        if "arrive" in op and "shared::cluster" in op and target.startswith("cta"):
+            peer = int(target[3:target.index(".")])
+            if peer != cta:
+                remote[peer] = step["time_ns"]
+    margins = [last[c] - t for c, t in remote.items() if c in last]
+    return min(margins) if margins else None
 
 
 def _launch(doc: dict) -> str:

@@ -196,7 +196,8 @@ def validate_probes(doc) -> dict:
     (single-thread probes, the rows measured at scale, the granularity, reuse before a wait)."""
     _obj(doc, "probes", ("format", "version"))
     _need(doc["format"] == PROBES_FORMAT, "format", "not a tx-probes document")
-    _need(doc["version"] in (1, 2), "version", f"version {doc['version']!r} is not 1 or 2")
+    _need(doc["version"] in (1, 2, 3), "version",
+          f"version {doc['version']!r} is not 1, 2 or 3")
     if doc.get("probes") is not None:
         _need(isinstance(doc["probes"], list), "probes", "must be a list")
         for i, probe in enumerate(doc["probes"]):
@@ -226,6 +227,29 @@ def validate_probes(doc) -> dict:
     for key in ("granularity", "reuse_before_wait", "device"):
         if doc.get(key) is not None:
             _obj(doc[key], key)
+    for key in ("no_complete", "remote_after_exit"):  # version 3
+        if doc.get(key) is None:
+            continue
+        part = _obj(doc[key], key, ("rows",))
+        _need(isinstance(part["rows"], list), f"{key}.rows", "must be a list")
+        for i, row in enumerate(part["rows"]):
+            f = f"{key}.rows[{i}]"
+            _obj(row, f, ("probe",))
+            _text(row["probe"], f"{f}.probe")
+            for name in ("silicon",):
+                if row.get(name) is not None:
+                    _need(isinstance(row[name], list)
+                          and all(isinstance(k, str) for k in row[name]),
+                          f"{f}.{name}", "must be a list of outcome names")
+            if row.get("endings") is not None:
+                for name, value in _obj(row["endings"], f"{f}.endings").items():
+                    _int(value, f"{f}.endings.{name}", 0)
+            if row.get("model") is not None:
+                model = _obj(row["model"], f"{f}.model")
+                if model.get("reachable") is not None:
+                    _need(isinstance(model["reachable"], list)
+                          and all(isinstance(k, str) for k in model["reachable"]),
+                          f"{f}.model.reachable", "must be a list of outcome names")
     return doc
 
 

@@ -267,3 +267,55 @@ def test_the_capture_command_refuses_what_hopper_cannot_run(tmp_path, capsys):
     assert cli(["capture", str(pipe / "release_behind.pipe"), "--param", "stages=99", "--out",
                 out]) == 2
     assert "stages" in capsys.readouterr().err
+
+
+# ------------------------------------------------------- the kernel is never safer than its program
+
+TAIL_BARRIER = "    __syncthreads();\n    if (CLUSTER > 1) cluster_sync();\n}"
+
+
+def test_a_cluster_kernel_ends_as_its_program_ends():
+    """No cluster barrier before exit: each CTA exits when its own agents are done, so a peer's
+    late remote arrive meets an exited CTA on the GPU as in the engine; `exit_sync` keeps the
+    barrier the generator once ended every cluster kernel with; 1-CTA kernels are unchanged."""
+    cfg = catalogue()["cluster_multicast"].resolve({}, ["no_producer_tail"])
+    plain = generate(cfg.program, "cluster_multicast")
+    held = generate(cfg.program, "cluster_multicast", exit_sync=True)
+    assert plain.rstrip().endswith("__syncthreads();\n}") and TAIL_BARRIER not in plain
+    assert held.rstrip().endswith(TAIL_BARRIER)
+    assert plain.count("cluster_sync();") == held.count("cluster_sync();") - 1
+    assert _source("single_barrier").rstrip().endswith(TAIL_BARRIER)
+
+
+NO_COMPLETE = """barrier bar = 2;
+agent thread {
+    mbarrier.arrive.noComplete.shared::cta.b64 s, [bar], 1;
+    mbarrier.arrive.shared::cta.b64 _, [bar];
+}
+"""
+
+
+def test_no_complete_is_spelled_as_written(tmp_path):
+    cfg = from_source(NO_COMPLETE).resolve({}, [])
+    text = generate(cfg.program, "no_complete")
+    assert 'asm volatile("mbarrier.arrive.noComplete.shared::cta.b64 %0, [%1], %2;"' in text
+    assert text.count("token = mbar_arrive(bar_addr(c, b), v);") == 1  # the plain arrive
+    if NVCC:
+        src = tmp_path / "nc.cu"
+        src.write_text(text)
+        proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "-cubin", "-o",
+                               str(tmp_path / "nc.cubin"), str(src)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("line, spelled", [
+    ("mbarrier.arrive.relaxed.cta.shared::cta.b64 _, [bar];", ".release.cta"),
+    ("mbarrier.arrive.release.cluster.shared::cta.b64 _, [bar];", ".release.cta"),
+    ("mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 _, [bar], 0;", ".acquire.cta"),
+    ("mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 _, [bar], 0;", ".acquire.cta"),
+])
+def test_an_ordering_the_generator_would_not_spell_is_refused(line, spelled):
+    cfg = from_source(f"barrier bar = 1;\nagent thread {{\n    {line}\n}}\n").resolve({}, [])
+    with pytest.raises(CodegenError, match=f"issues this as \\{spelled}"):
+        generate(cfg.program, "ordering")

@@ -25,7 +25,7 @@ SHIPPED = json.loads((Path(__file__).resolve().parents[2] / "traces" / "probes.j
 
 def test_probes_end_as_shipped(tmp_path, capsys):
     out = tmp_path / "probes.json"
-    assert probes.main(["--out", str(out)]) == 0
+    assert probes.main(["--out", str(out), "--launches", "2"]) == 0
     measured = {r["probe"]: r for r in json.loads(out.read_text())["probes"]}
     for shipped in SHIPPED["probes"]:
         now = measured[shipped["probe"]]
@@ -44,3 +44,18 @@ def test_probes_end_as_shipped(tmp_path, capsys):
         assert seen <= set(now["model"]["reachable"]), (shipped["probe"], seen)
         if shipped["probe"] in ("exact", "exact_one_copy", "long"):
             assert now["rates"] == shipped["rates"]
+    # .noComplete and CTA lifetime (version 3): what silicon shows is reachable in the model
+    # (or, where the model cannot reach it, its sentence in probes.DIFFERENCES says why)
+    for part in ("no_complete", "remote_after_exit"):
+        for row in doc[part]["rows"]:
+            assert row["silicon"], (part, row["probe"], row)
+            explained = set(row["model"]["reachable"]) | set(row["model"].get("differs", {}))
+            assert set(row["silicon"]) <= explained, (part, row["probe"], row["silicon"])
+    rows = {r["probe"]: r for r in doc["no_complete"]["rows"]}
+    assert rows["pending_count"]["pending_count"] == [3, 2] == \
+        rows["pending_count"]["model"]["pending_count"]
+    shipped = {r["probe"]: r for r in SHIPPED.get("no_complete", {}).get("rows", [])}
+    for probe, row in shipped.items():  # one thread: the same answers every time
+        for field in ("error", "phase0_completed", "later_arrive_returned",
+                      "parity_after_later_arrive", "parity_at_end", "pending_count"):
+            assert rows[probe].get(field) == row.get(field), (probe, field, rows[probe])

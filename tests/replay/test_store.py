@@ -163,7 +163,7 @@ def test_no_probes_file_is_404(tmp_path):
 
 @pytest.mark.parametrize("field, change", [
     ("format", lambda d: d.update(format="something else")),
-    ("version", lambda d: d.update(version=3)),
+    ("version", lambda d: d.update(version=4)),
     ("probes[0].probe", lambda d: d["probes"][0].pop("probe")),
     ("scale.rows", lambda d: d["scale"].update(rows={})),
     ("scale.rows[0].early", lambda d: d["scale"]["rows"][0].update(early=-2)),
@@ -171,6 +171,19 @@ def test_no_probes_file_is_404(tmp_path):
     ("scale.rows[0].model.reachable",
      lambda d: d["scale"]["rows"][0]["model"].update(reachable="deadlock")),
     ("granularity", lambda d: d.update(granularity="128")),
+    # version 3's parts
+    ("remote_after_exit.rows", lambda d: d.update(version=3, remote_after_exit={"rows": {}})),
+    ("no_complete.rows[0].probe",
+     lambda d: d.update(version=3, no_complete={"rows": [{"probe": 1}]})),
+    ("remote_after_exit.rows[0].endings.trapped",
+     lambda d: d.update(version=3, remote_after_exit={
+         "rows": [{"probe": "arrive_0us", "endings": {"trapped": -1}}]})),
+    ("remote_after_exit.rows[0].silicon",
+     lambda d: d.update(version=3, remote_after_exit={
+         "rows": [{"probe": "arrive_0us", "silicon": "trapped"}]})),
+    ("no_complete.rows[0].model.reachable",
+     lambda d: d.update(version=3, no_complete={
+         "rows": [{"probe": "no_complete", "model": {"reachable": "no_complete"}}]})),
 ])
 def test_corrupt_probes_name_the_field(tmp_path, field, change):
     doc = json.loads(PROBES.read_text())

@@ -446,12 +446,13 @@ __device__ __forceinline__ unsigned char* tile_ptr(const Ctx& c, u32 t) {
     return c.gmem;
 }
 
-// agent cta0.producer (warp 0): 4 lines
+// agent cta0.producer (warp 0): 6 lines
 __device__ __noinline__ void agent_0(Ctx& c, Log& L, u32* summary) {
     i64 r_pipe_state_index = 0;  // pipe_state.index
     i64 r_pipe_state_phase = 1;  // pipe_state.phase
     i64 r_pipe_state_count = 0;  // pipe_state.count
     i64 r_k = 0;  // k
+    i64 r_tail = 0;  // tail
     u32 lines = 0, bad_reads = 0, status = 0;
     u64 err_code = 0;
     i64 err_value = 0;
@@ -460,8 +461,8 @@ __device__ __noinline__ void agent_0(Ctx& c, Log& L, u32* summary) {
 
     r_k = 0;
 n1:
-    if (!(r_k < 8)) goto n9;  // k < tiles
-    // [2] producer_acquire: mbarrier.try_wait.parity.shared::cta.b64 _, [empty_barrier[pipe_state.index]], pipe_state.phase;  // each CTA announces the tile it will receive
+    if (!(r_k < 8)) goto n8;  // k < tiles
+    // [2] producer_acquire: mbarrier.try_wait.parity.shared::cta.b64 _, [empty_barrier[pipe_state.index]], pipe_state.phase;  // this CTA receives both halves
     {
         const u32 NODE = 2;
         const i64 b_i = r_pipe_state_index;  // empty_barrier[pipe_state.index]
@@ -479,7 +480,7 @@ n1:
         if (!ok) goto timed_out;
         lines++;
     }
-    // [3] producer_acquire: mbarrier.arrive.expect_tx.shared::cta.b64 _, [full_barrier[pipe_state.index]], tile_bytes;  // each CTA announces the tile it will receive
+    // [3] producer_acquire: mbarrier.arrive.expect_tx.shared::cta.b64 _, [full_barrier[pipe_state.index]], tile_bytes;  // this CTA receives both halves
     {
         const u32 NODE = 3;
         const i64 b_i = r_pipe_state_index;  // full_barrier[pipe_state.index]
@@ -498,10 +499,9 @@ n1:
         if (c.lane == 0) log_put(L, pre, post, K_ARRIVE_EXPECT_TX, 0, NODE, 0, b, v, token, mbar_pending_count(token), 0);
         lines++;
     }
-    if (!(1)) goto n6;  // cta == 0
-    // [5] cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [smem[pipe_state.index]], [tile[k]], tile_bytes, [full_barrier[pipe_state.index]], 3;
+    // [4] cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [smem[pipe_state.index] + cta * (tile_bytes / 2)], [tile[k]], tile_bytes / 2, [full_barrier[pipe_state.index]], 3;
     {
-        const u32 NODE = 5;
+        const u32 NODE = 4;
         const i64 s_i = r_pipe_state_index;  // smem[pipe_state.index]
         if (s_i < 0 || s_i >= 2) { err_code = 1; err_value = s_i; goto error; }
         const u32 s = 0 + (u32)s_i;
@@ -514,7 +514,7 @@ n1:
         if (b_i < 0 || b_i >= 2) { err_code = 1; err_value = b_i; goto error; }
         const u32 b = 0 + (u32)b_i;
         const i64 off = 0;
-        const i64 bytes = 4096;
+        const i64 bytes = 2048;
         if (bytes <= 0 || off < 0 || off + bytes > stage_bytes(s) || off % 16 || bytes % 16) {
             err_code = 2; err_value = bytes; goto error;
         }
@@ -530,8 +530,7 @@ n1:
         if (c.lane == 0) log_put(L, pre, post, K_LOAD, 0, NODE, 0, b, s, t_id, (u64)bytes, (u64)off);
         lines++;
     }
-n6:
-    // [6] ++pipe_state;
+    // [5] ++pipe_state;
     {
         r_pipe_state_phase = (r_pipe_state_phase ^ ((r_pipe_state_index + 1) == 2));
         r_pipe_state_index = ((r_pipe_state_index + 1) % 2);
@@ -539,7 +538,37 @@ n6:
     }
     r_k = (r_k + 1);
     goto n1;
+n8:
+    r_tail = 0;
 n9:
+    if (!(r_tail < 2)) goto n14;  // tail < stages
+    // [10] producer_tail: mbarrier.try_wait.parity.shared::cta.b64 _, [empty_barrier[pipe_state.index]], pipe_state.phase;  // the peer's last releases land before this CTA exits
+    {
+        const u32 NODE = 10;
+        const i64 b_i = r_pipe_state_index;  // empty_barrier[pipe_state.index]
+        if (b_i < 0 || b_i >= 2) { err_code = 1; err_value = b_i; goto error; }
+        const u32 b = 4 + (u32)b_i;
+        const i64 parity = r_pipe_state_phase;
+        if (parity != 0 && parity != 1) { err_code = 2; err_value = parity; goto error; }
+        u32 tries = 1;
+        const u64 pre = stamp();
+        // every lane waits (each gets the acquire); the warp agrees on the answer
+        u32 ok = bounded_wait_parity(bar_addr(c, b), (u32)parity, c.deadline, &tries);
+        ok = __all_sync(FULL_MASK, ok);
+        const u64 post = stamp();
+        if (c.lane == 0) log_put(L, pre, post, K_WAIT_PARITY, 0, NODE, 0, b, (u64)parity, ok, tries, 1);
+        if (!ok) goto timed_out;
+        lines++;
+    }
+    // [11] producer_tail: ++state  // the peer's last releases land before this CTA exits
+    {
+        r_pipe_state_phase = (r_pipe_state_phase ^ ((r_pipe_state_index + 1) == 2));
+        r_pipe_state_index = ((r_pipe_state_index + 1) % 2);
+        r_pipe_state_count = (r_pipe_state_count + 1);
+    }
+    r_tail = (r_tail + 1);
+    goto n9;
+n14:
     status = 0;  // finished
     goto end;
 timed_out:
@@ -677,12 +706,13 @@ end:
     }
 }
 
-// agent cta1.producer (warp 2): 4 lines
+// agent cta1.producer (warp 2): 6 lines
 __device__ __noinline__ void agent_2(Ctx& c, Log& L, u32* summary) {
     i64 r_pipe_state_index = 0;  // pipe_state.index
     i64 r_pipe_state_phase = 1;  // pipe_state.phase
     i64 r_pipe_state_count = 0;  // pipe_state.count
     i64 r_k = 0;  // k
+    i64 r_tail = 0;  // tail
     u32 lines = 0, bad_reads = 0, status = 0;
     u64 err_code = 0;
     i64 err_value = 0;
@@ -691,8 +721,8 @@ __device__ __noinline__ void agent_2(Ctx& c, Log& L, u32* summary) {
 
     r_k = 0;
 n1:
-    if (!(r_k < 8)) goto n9;  // k < tiles
-    // [2] producer_acquire: mbarrier.try_wait.parity.shared::cta.b64 _, [empty_barrier[pipe_state.index]], pipe_state.phase;  // each CTA announces the tile it will receive
+    if (!(r_k < 8)) goto n8;  // k < tiles
+    // [2] producer_acquire: mbarrier.try_wait.parity.shared::cta.b64 _, [empty_barrier[pipe_state.index]], pipe_state.phase;  // this CTA receives both halves
     {
         const u32 NODE = 2;
         const i64 b_i = r_pipe_state_index;  // empty_barrier[pipe_state.index]
@@ -710,7 +740,7 @@ n1:
         if (!ok) goto timed_out;
         lines++;
     }
-    // [3] producer_acquire: mbarrier.arrive.expect_tx.shared::cta.b64 _, [full_barrier[pipe_state.index]], tile_bytes;  // each CTA announces the tile it will receive
+    // [3] producer_acquire: mbarrier.arrive.expect_tx.shared::cta.b64 _, [full_barrier[pipe_state.index]], tile_bytes;  // this CTA receives both halves
     {
         const u32 NODE = 3;
         const i64 b_i = r_pipe_state_index;  // full_barrier[pipe_state.index]
@@ -729,10 +759,9 @@ n1:
         if (c.lane == 0) log_put(L, pre, post, K_ARRIVE_EXPECT_TX, 2, NODE, 0, b, v, token, mbar_pending_count(token), 0);
         lines++;
     }
-    if (!(0)) goto n6;  // cta == 0
-    // [5] cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [smem[pipe_state.index]], [tile[k]], tile_bytes, [full_barrier[pipe_state.index]], 3;
+    // [4] cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [smem[pipe_state.index] + cta * (tile_bytes / 2)], [tile[k]], tile_bytes / 2, [full_barrier[pipe_state.index]], 3;
     {
-        const u32 NODE = 5;
+        const u32 NODE = 4;
         const i64 s_i = r_pipe_state_index;  // smem[pipe_state.index]
         if (s_i < 0 || s_i >= 2) { err_code = 1; err_value = s_i; goto error; }
         const u32 s = 2 + (u32)s_i;
@@ -744,8 +773,8 @@ n1:
         const i64 b_i = r_pipe_state_index;  // full_barrier[pipe_state.index]
         if (b_i < 0 || b_i >= 2) { err_code = 1; err_value = b_i; goto error; }
         const u32 b = 2 + (u32)b_i;
-        const i64 off = 0;
-        const i64 bytes = 4096;
+        const i64 off = 2048;
+        const i64 bytes = 2048;
         if (bytes <= 0 || off < 0 || off + bytes > stage_bytes(s) || off % 16 || bytes % 16) {
             err_code = 2; err_value = bytes; goto error;
         }
@@ -761,8 +790,7 @@ n1:
         if (c.lane == 0) log_put(L, pre, post, K_LOAD, 2, NODE, 0, b, s, t_id, (u64)bytes, (u64)off);
         lines++;
     }
-n6:
-    // [6] ++pipe_state;
+    // [5] ++pipe_state;
     {
         r_pipe_state_phase = (r_pipe_state_phase ^ ((r_pipe_state_index + 1) == 2));
         r_pipe_state_index = ((r_pipe_state_index + 1) % 2);
@@ -770,7 +798,37 @@ n6:
     }
     r_k = (r_k + 1);
     goto n1;
+n8:
+    r_tail = 0;
 n9:
+    if (!(r_tail < 2)) goto n14;  // tail < stages
+    // [10] producer_tail: mbarrier.try_wait.parity.shared::cta.b64 _, [empty_barrier[pipe_state.index]], pipe_state.phase;  // the peer's last releases land before this CTA exits
+    {
+        const u32 NODE = 10;
+        const i64 b_i = r_pipe_state_index;  // empty_barrier[pipe_state.index]
+        if (b_i < 0 || b_i >= 2) { err_code = 1; err_value = b_i; goto error; }
+        const u32 b = 6 + (u32)b_i;
+        const i64 parity = r_pipe_state_phase;
+        if (parity != 0 && parity != 1) { err_code = 2; err_value = parity; goto error; }
+        u32 tries = 1;
+        const u64 pre = stamp();
+        // every lane waits (each gets the acquire); the warp agrees on the answer
+        u32 ok = bounded_wait_parity(bar_addr(c, b), (u32)parity, c.deadline, &tries);
+        ok = __all_sync(FULL_MASK, ok);
+        const u64 post = stamp();
+        if (c.lane == 0) log_put(L, pre, post, K_WAIT_PARITY, 2, NODE, 0, b, (u64)parity, ok, tries, 1);
+        if (!ok) goto timed_out;
+        lines++;
+    }
+    // [11] producer_tail: ++state  // the peer's last releases land before this CTA exits
+    {
+        r_pipe_state_phase = (r_pipe_state_phase ^ ((r_pipe_state_index + 1) == 2));
+        r_pipe_state_index = ((r_pipe_state_index + 1) % 2);
+        r_pipe_state_count = (r_pipe_state_count + 1);
+    }
+    r_tail = (r_tail + 1);
+    goto n9;
+n14:
     status = 0;  // finished
     goto end;
 timed_out:
@@ -968,8 +1026,9 @@ extern "C" __global__ void __launch_bounds__(32 * AGENTS_PER_CTA, 1) pipeline_ke
     case 3: agent_3(c, L, summary); break;
     default: break;
     }
-    // No warp leaves before every agent is done, so no copy lands in freed shared memory.
+    // The CTA exits when its own agents are done, as the program's CTA does: no cluster
+    // barrier holds it for its peers, so a peer that still reaches into it (a remote arrive, a
+    // multicast) does so on the GPU too (docs/gpu-capture.md, "How a cluster kernel ends").
     __syncthreads();
-    if (CLUSTER > 1) cluster_sync();
 }
 
