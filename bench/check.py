@@ -14,6 +14,8 @@ time (`spin -a` + `gcc -O2 -DSAFETY` + `./pan -m100000`) on the equivalent Prome
     .venv/bin/python bench/check.py --no-spin       # the checker alone
     .venv/bin/python bench/check.py --unreduced     # also the plain breadth-first search
     .venv/bin/python bench/check.py --stop-at-first # answer at the first shortest violation
+    .venv/bin/python bench/check.py --poll          # what the livelock analysis costs: a ring
+                                                    # whose consumers poll in `while` loops
 
 `verdict s`: when the verdict was known, counted from the pipeline's compile (as SPIN's total
 counts `spin -a` and gcc). For a safe row that is the whole search; for an unsafe row it is the
@@ -142,6 +144,44 @@ def summarize(rows: list[dict]) -> str:
     return text
 
 
+POLL_ROWS = [({"stages": 2, "tiles": 4, "consumers": 2}, ()), ({"stages": 3, "tiles": 6,
+             "consumers": 2}, ()), ({"stages": 2, "tiles": 6, "consumers": 3}, ()),
+             ({"stages": 3, "tiles": 8, "consumers": 3}, ()),
+             ({"stages": 3, "tiles": 6, "consumers": 2}, ("expect_tx_long",)),
+             ({"stages": 2, "tiles": 6, "consumers": 3}, ("consumer_skips_release",))]
+
+
+def poll(repeat: int) -> None:
+    """The livelock analysis's cost where a program can cycle: tests/check/programs.py's
+    polling ring, searched with its edges kept and analysed, and searched as if it could not
+    cycle (no edges, no analysis: unsound, for the comparison only). CPU seconds, best of
+    `repeat`."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "check"))
+    from programs import RING_POLL, config  # noqa: E402 - a test fixture, not a package
+
+    print("ring_poll (tests/check/programs.py): CPU s of the search, best of "
+          f"{repeat}; analysed = edges kept + livelock analysis")
+    for params, bugs in POLL_ROWS:
+        cfg = config(RING_POLL, bugs, **params)
+        best = {}
+        for cyclic in (True, False):
+            for _ in range(repeat):
+                explorer = Explorer(cfg)
+                explorer.cyclic = cyclic
+                start = time.process_time()
+                out = explorer.explore(Limits(max_states=2_000_000, timeout_s=600))
+                took = time.process_time() - start
+                if cyclic not in best or took < best[cyclic][0]:
+                    best[cyclic] = (took, out)
+        (ours, out), (plain, _) = best[True], best[False]
+        label = " ".join(f"{'STK'['stages tiles consumers'.split().index(k)]}{v}"
+                         for k, v in params.items())
+        print(f"  {label} {','.join(bugs) or 'correct':<24} {out.verdict:<7} "
+              f"{','.join(sorted(out.found)) or '-':<10} {out.states:>7,} states "
+              f"{ours:7.3f} s analysed {plain:7.3f} s without "
+              f"({ours / max(plain, 1e-9) - 1:+.0%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", nargs="?", const="full", choices=["full"],
@@ -159,7 +199,12 @@ def main() -> None:
     parser.add_argument("--no-spin", action="store_true")
     parser.add_argument("--unreduced", action="store_true",
                         help="also run the search without reductions (slow)")
+    parser.add_argument("--poll", action="store_true",
+                        help="what the livelock analysis costs on a ring that polls")
     args = parser.parse_args()
+    if args.poll:
+        poll(args.repeat)
+        return
     if args.summarize:
         rows = []
         for name in args.summarize:

@@ -2,7 +2,9 @@
 the pipeline is safe, or print the shortest schedule that reaches each diagnostic kind.
 
 A progress bar on stderr shows how much of the state or time budget is spent. Exit status: 0 safe,
-1 unsafe, 2 inconclusive (a limit stopped the search); argparse's own errors also exit with 2.
+1 unsafe, 2 inconclusive (a limit stopped the search); argparse's own errors also exit with 2;
+3 an internal error (a consistency check of the checker failed: one line on stderr names the
+configuration, to report).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from .service import (
     DEFAULT_MAX_STATES,
     DEFAULT_TIMEOUT_S,
     MAX_MEMORY,
+    InternalError,
     check_config,
     validate_limits,
 )
 
 EXIT = {"safe": 0, "unsafe": 1, "inconclusive": 2}
+EXIT_INTERNAL = 3
 CLI_MAX_STATES = 100_000_000
 CLI_MAX_TIMEOUT_S = 24 * 3600.0
 """The command line runs on the user's own machine: it may go past the server's limits (the
@@ -68,7 +72,13 @@ def run(args: argparse.Namespace) -> int:
                                             CLI_MAX_TIMEOUT_S)
     limits = Limits(max_states, timeout_s, MAX_MEMORY, args.stop_at_first)
     bar = None if args.no_progress else ProgressBar(limits, sys.stderr)
-    result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction)
+    try:
+        result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction)
+    except InternalError as err:
+        if bar is not None and bar.drawn and bar.tty:
+            sys.stderr.write("\r\x1b[K")
+        sys.stderr.write(" ".join(str(err).split()) + "\n")
+        return EXIT_INTERNAL
     if bar is not None:
         bar.finish(result)
     if args.json:
@@ -95,10 +105,7 @@ def print_result(result: dict, scenario_id: str, steps: bool, cfg) -> None:
         moves = violation["trace"]["scenario"]["schedule"]["moves"]
         say(f"  replay: {replay_command(scenario_id, violation['trace'], moves)}")
         if steps:
-            run = Run(cfg, Schedule("manual", moves=tuple(moves)))
-            for mover in moves:
-                run.append(run.machine.resolve(mover))
-            print_summary(run)
+            print_summary(Run.complete(cfg, Schedule("manual", moves=tuple(moves))))
 
 
 def replay_command(scenario_id: str, trace: dict, moves: list[str]) -> str:

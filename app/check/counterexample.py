@@ -20,17 +20,43 @@ def schedule(explorer: Explorer, out: Exploration, kind: str) -> list[str]:
 
     Replays the path of keys on concrete machines (a key may name a renamed state, so at
     each edge the move whose successor has the next key is looked for), then drops the local
-    moves no later move needs (see the module docstring).
+    moves no later move needs (see the module docstring). A livelock's lasso was built on
+    concrete machines already (app/check/livelock.py).
     """
     found = out.found[kind]
-    path: list[tuple[bytes, int, str | None]] = []  # (key, cost, kind the move must raise)
+    if found.moves is not None:
+        return list(found.moves)
+    path = _path(out, found.node)
     if found.child is not None:
         path.append((found.child, found.steps, kind))
-    node = found.node
+    _, _, log = _replay(explorer, path)
+    if found.child is None:  # reported at a deadlock: every pending move counts
+        return _every_move(log)
+    return _drop_unneeded_locals(log)
+
+
+def lead_in(explorer: Explorer, out: Exploration, node: int) -> tuple[Machine, list, list[str]]:
+    """A concrete machine in the stored state `node` (or a renaming of it), its pending
+    counts, and every move that leads there, local moves included (the cycle that follows
+    starts from the state with them made, as a deadlock's schedule keeps them)."""
+    machine, pend, log = _replay(explorer, _path(out, node))
+    return machine, pend, _every_move(log)
+
+
+def _path(out: Exploration, node: int) -> list[tuple[bytes, int, str | None]]:
+    """(key, cost, kind the move must raise) from the root to `node`."""
+    path = []
     while node != -1:
         path.append((out.keys[node], out.cost[node], None))
         node = out.parent[node]
     path.reverse()
+    return path
+
+
+def _replay(explorer: Explorer, path: list) -> tuple[Machine, list, list[tuple]]:
+    """Follow a path of keys on concrete machines. A move is taken only where its name leads
+    back to it (`Machine.resolve`), so the names replay by identity: a move that two copies'
+    shared name cannot tell apart is not used."""
     key_of = explorer.canonical.key
     log: list[tuple] = []  # ("move", name, agent or None) and what `close` made
     machine = Machine(explorer.cfg)
@@ -41,12 +67,16 @@ def schedule(explorer: Explorer, out: Exploration, kind: str) -> list[str]:
     at_cost = 0
     for target, target_cost, raises in path[1:]:
         frozen = machine.freeze()
+        names = machine.moves()
         for move in list(machine.ready):
+            name = names[move]
+            if names.index(name) != move:
+                continue
             trial = Machine(explorer.cfg)
             trial.thaw(frozen, machine.step_no)
             trial_pend, trial_log = list(pend), []
             is_agent = move < trial.n_agents
-            trial_log.append(("move", trial.moves()[move], move if is_agent else None))
+            trial_log.append(("move", name, move if is_agent else None))
             record = trial.step(move)
             step_cost = 1
             if is_agent:
@@ -62,17 +92,20 @@ def schedule(explorer: Explorer, out: Exploration, kind: str) -> list[str]:
                 log.extend(trial_log)
                 break
         else:
-            raise AssertionError("no move leads to the next state of the counterexample")
-    if found.child is None:  # reported at a deadlock: every pending move counts
-        return [entry[-1] if entry[0] == "read" else entry[1] if entry[0] == "move"
-                else entry[2] for entry in log if entry[0] != "charge"]
-    return _drop_unneeded_locals(log)
+            raise AssertionError("no move whose name identifies it leads to the next state of "
+                                 "the counterexample")
+    return machine, pend, log
+
+
+def _every_move(log: list[tuple]) -> list[str]:
+    return [entry[-1] if entry[0] == "read" else entry[1] if entry[0] == "move"
+            else entry[2] for entry in log if entry[0] != "charge"]
 
 
 def _close_logged(explorer: Explorer, machine: Machine, pend: list, log: list) -> None:
     if machine.status != RUNNING:
         return
-    close(machine, explorer.local, pend, log, explorer.reads)
+    close(machine, explorer.local, pend, log, explorer.reads, explorer.guard)
 
 
 def _drop_unneeded_locals(log: list[tuple]) -> list[str]:

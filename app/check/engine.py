@@ -12,10 +12,14 @@ diagnostic kinds, or the length of the shortest counterexample of any kind:
    touches only its agent's own registers; it emits no diagnostic but `deadlock`, never enables
    or disables another mover, stays enabled until made, and commutes with every other move. So
    {that move} is a persistent set, and after every move the search makes all enabled local
-   moves (model.close). Every schedule of the full graph is a reordering of a reduced one with
-   the local moves moved earlier, plus local moves the schedule never made (the agent never
-   moved again). The state graph is acyclic (every move advances a program counter, a copy or
-   the tensor-core queue), so the cycle proviso holds trivially.
+   moves (closure.close). Every schedule of the full graph is a reordering of a reduced one
+   with the local moves moved earlier, plus local moves the schedule never made (the agent never
+   moved again). Once a program has a `while` loop the state graph has cycles; the cycle
+   proviso holds because `close` never stores the states between its moves, so every cycle of
+   the stored graph passes a state where every move was tried, except a cycle of local moves
+   inside one closure, which `close` finds (Brent) and hands back as ordinary moves. Where no
+   loop can bring an agent back (`app.sim.livelock.can_cycle`: only counted `for` loops) the
+   graph is acyclic and no edge is kept.
 
    **Shortest counterexamples are kept exact by charging local moves late.** Moving a local move
    earlier does not change a schedule's length, but the reduced search also makes local moves no
@@ -46,8 +50,13 @@ diagnostic kinds, or the length of the shortest counterexample of any kind:
    to states with the same key, at the same cost, raising the same kinds; only the lowest-numbered
    one's move is made (model.Canonical.twins).
 
+**Livelock** (app/check/livelock.py): after the search, a fair strongly connected component of
+the stored graph (weak fairness: every mover enabled in all its states moves in it) is a
+livelock; it is checked exactly on its concrete states and answered with a lasso.
+
 Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an estimate of
-`max_memory` bytes, or when cancelled, and reports how far it got. With `stop_at_first` it also
+`max_memory` bytes, when cancelled, or at a runaway closure (app/check/budget.py), and reports
+how far it got. With `stop_at_first` it also
 stops as soon as one kind's counterexample is proven shortest (`Explorer._proven`), the answer a
 client wanting only the verdict needs, as SPIN gives it.
 """
@@ -58,16 +67,17 @@ import ctypes
 import ctypes.util
 import gc
 import time
-from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from threading import Event
 
 from app.sim.config import PipelineConfig
 from app.sim.detectors import deadlock_diagnostics
+from app.sim.livelock import can_cycle
 from app.sim.machine import RUNNING, Machine
 
-from . import counterexample
+from . import counterexample, livelock
+from .budget import Budget, CloseGuard, Limits, Stop
+from .graph import LIVELOCK, Exploration, Found, Progress
 from .model import (
     F_STATUS,
     Canonical,
@@ -78,88 +88,24 @@ from .model import (
     store_reads_invisible,
 )
 
+__all__ = ["Exploration", "Explorer", "Found", "Limits", "Progress", "release_memory"]
+
 DEADLOCK = "deadlock"
 NODE_OVERHEAD = 160
 """Bytes per stored state besides its key's bytes: the bytes object's header, dict slot, list
 slot, cost and parent arrays. The parts keys name are counted by `Canonical.part_bytes`."""
+EDGE_BYTES = 8
+"""Bytes per kept edge (cyclic programs only), plus 16 a state for where its edges start."""
 CHECK_EVERY = 128
 """Expansions between looks at the clock, the memory estimate and the cancel flag."""
 PROGRESS_EVERY_S = 0.2
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_states: int = 1_000_000
-    timeout_s: float = 20.0
-    max_memory: int = 1 << 30
-    """Bytes the stored states may take (an estimate: key bytes plus a fixed cost per state)."""
-    stop_at_first: bool = False
-    """Stop once one kind's counterexample is known to be a shortest one (SPIN stops at its
-    first error too): the verdict `unsafe` with that counterexample, `complete` false."""
-
-
-@dataclass
-class Found:
-    """The best counterexample of one diagnostic kind seen so far."""
-
-    kind: str
-    steps: int
-    node: int
-    """The state the last move starts from (for a deadlock: the deadlocked state itself)."""
-    child: bytes | None
-    """The key of the state the last move leads to (None for a deadlock)."""
-
-
-@dataclass
-class Progress:
-    states: int
-    transitions: int
-    depth: int
-    frontier: int
-    elapsed_s: float
-    found: dict[str, int] = field(default_factory=dict)
-    """Each kind found so far and the length of its best schedule yet: a client knows the
-    verdict `unsafe` from the first progress report that lists one."""
-
-
-@dataclass
-class Exploration:
-    """What one search found, and enough of the state graph to rebuild its counterexamples."""
-
-    cfg: PipelineConfig
-    reduced: bool
-    found: dict[str, Found] = field(default_factory=dict)
-    states: int = 0
-    transitions: int = 0
-    depth: int = 0
-    """Every state of cost below this was expanded (the whole graph when `complete`)."""
-    complete: bool = False
-    stopped_by: str | None = None
-    elapsed_s: float = 0.0
-    first_found_s: float | None = None
-    """When the first violation was found: from then on the verdict is `unsafe` whatever the
-    rest of the search finds (a client with a shorter `timeout_s` gets it then)."""
-    started: float = field(default=0.0, repr=False)
-    keys: list[bytes] = field(default_factory=list, repr=False)
-    parent: array = field(default_factory=lambda: array("q"), repr=False)
-    cost: array = field(default_factory=lambda: array("q"), repr=False)
-
-    @property
-    def verdict(self) -> str:
-        """`unsafe` as soon as anything was found, even when a limit stopped the search (every
-        counterexample is a real schedule); `inconclusive` only when a limit stopped a search
-        that had found nothing. `complete` says whether the whole graph was explored."""
-        if self.found:
-            return "unsafe"
-        return "safe" if self.complete else "inconclusive"
-
-    proven: set[str] = field(default_factory=set)
-    """Kinds whose counterexample is known shortest before `depth` says so: one found while
-    expanding states of cost d with length d + 1, the least any unexpanded state can give."""
-
-    def is_shortest(self, kind: str) -> bool:
-        """Whether the counterexample for `kind` is known to be a shortest one."""
-        return self.complete or self.found[kind].steps <= self.depth or kind in self.proven
+DEFAULT_LIMITS = Limits()
+EARLY_ANALYSIS = 1024
+"""With `stop_at_first`, expansions before the first look for a livelock in what was expanded
+so far (then after twice as many, and so on: at most twice the work of one analysis at the
+end)."""
+GRACE_S = 0.3
+"""After a limit stopped the search: time for the livelock analysis of what was expanded."""
 
 
 class Explorer:
@@ -174,12 +120,15 @@ class Explorer:
         self.canonical = Canonical(self.machine, symmetry=reduce)
         if not reduce:
             self.canonical.key = self.canonical.plain
+        self.cyclic = can_cycle(cfg.program)
+        self.guard: CloseGuard | None = None
+        """What `close` consults in a long closure (set for each search)."""
 
     def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
         """A machine in the initial state, local moves made; its pending counts; diagnostics."""
         machine = Machine(self.cfg)
         pend = new_pend(machine.n_agents)
-        diagnostics = close(machine, self.local, pend, moves, self.reads)
+        diagnostics = close(machine, self.local, pend, moves, self.reads, self.guard)
         return machine, pend, diagnostics
 
     def successors(self, frozen: tuple, pend: list[int]):
@@ -205,7 +154,7 @@ class Explorer:
                 after[move] = 0
             else:
                 cost = 1
-            closing = (close(machine, self.local, after, None, self.reads)
+            closing = (close(machine, self.local, after, None, self.reads, self.guard)
                        if machine.status == RUNNING else [])
             yield move, cost, record, closing, machine, after
 
@@ -214,10 +163,15 @@ class Explorer:
     def _explore(self, limits: Limits, progress: Callable[[Progress], None] | None,
                  cancel: Event | None) -> Exploration:
         start = time.perf_counter()
-        out = Exploration(self.cfg, self.reduce, started=start)
+        out = Exploration(self.cfg, self.reduce, started=start, cyclic=self.cyclic)
+        budget = Budget(limits, cancel, start)
+        self.guard = CloseGuard(budget, limits.max_local_moves, self.cyclic)
         key_of = self.canonical.key
         decode = self.canonical.decode
-        machine, pend, _ = self.root()
+        try:
+            machine, pend, _ = self.root()
+        except Stop as stop:
+            return self._stopped(out, stop, start)
         root_key = key_of(machine.freeze(), pend)
         keys, parent = out.keys, out.parent
         index = {root_key: 0}
@@ -225,80 +179,120 @@ class Explorer:
         parent.append(-1)
         cost = out.cost
         cost.append(0)
+        cyclic = self.cyclic
+        edge_start, edge_stop, edges, loop_fair = (out.edge_start, out.edge_stop, out.edges,
+                                                   out.loop_fair)
+        if cyclic:
+            edge_start.append(-1)
+            edge_stop.append(-1)
+            loop_fair.append(0)
         terminal = bytearray([machine.status != RUNNING])
         buckets: dict[int, list[int]] = {0: [0]}
         memory = len(root_key) + NODE_OVERHEAD
+        budget.states = keys.__len__
+        canonical = self.canonical  # not `self`: the explorer holds the budget (no cycle)
+        budget.memory = lambda: (memory + canonical.part_bytes
+                                 + EDGE_BYTES * len(edges) + 16 * len(edge_start))
         expanded = 0
+        early = EARLY_ANALYSIS if cyclic and limits.stop_at_first else 0
         next_report = start + PROGRESS_EVERY_S
-        while buckets:
-            current = min(buckets)
-            bucket = buckets.pop(current)
-            out.depth = current
-            if limits.stop_at_first and any(f.steps <= current for f in out.found.values()):
-                out.stopped_by = "first_violation"
-                return self._finish(out, start)
-            for position, node in enumerate(bucket):
-                if cost[node] != current:
-                    continue  # queued again at a lower cost, and expanded then
-                frozen, node_pend = decode(keys[node])
-                if terminal[node]:
-                    if frozen[F_STATUS] == DEADLOCK:
-                        self.machine.thaw(frozen)
-                        for diagnostic in deadlock_diagnostics(self.machine):
-                            self._found(out, diagnostic["kind"],
-                                        current + pending_total(node_pend, self.machine.n_agents),
-                                        node, None)
-                        if limits.stop_at_first and self._proven(out, current):
-                            return self._finish(out, start)
-                    continue
-                expanded += 1
-                if expanded % CHECK_EVERY == 0:
-                    now = time.perf_counter()
-                    stop = _limit_hit(limits, len(keys), memory + self.canonical.part_bytes,
-                                      now - start, cancel)
-                    if stop:
-                        out.stopped_by = stop
-                        return self._finish(out, start)
-                    if progress is not None and now >= next_report:
-                        next_report = now + PROGRESS_EVERY_S
-                        queued = sum(map(len, buckets.values())) + len(bucket) - position
-                        progress(Progress(len(keys), out.transitions, current, queued,
-                                          now - start,
-                                          {k: f.steps for k, f in out.found.items()}))
-                for _, step_cost, record, closing, machine, after in \
-                        self.successors(frozen, node_pend):
-                    out.transitions += 1
-                    reached = current + step_cost
-                    key = key_of(machine.freeze(), after)
-                    at_stop = machine.stop_report if machine.status == DEADLOCK else ()
-                    for diagnostic in record["diagnostics"]:
-                        if not any(diagnostic is d for d in at_stop):
-                            self._found(out, diagnostic["kind"], reached, node, key)
-                    if limits.stop_at_first and out.found and self._proven(out, current):
-                        return self._finish(out, start)
-                    if closing and any(not any(c is d for d in at_stop) for c in closing):
-                        raise AssertionError(f"a local move raised {closing}: LOCAL_KINDS does "
-                                             "not match this engine")
-                    child = index.get(key)
-                    if child is None:
-                        child = len(keys)
-                        index[key] = child
-                        keys.append(key)
-                        parent.append(node)
-                        cost.append(reached)
-                        terminal.append(machine.status != RUNNING)
-                        memory += len(key) + NODE_OVERHEAD
-                    elif reached < cost[child]:
-                        cost[child] = reached
-                        parent[child] = node
-                    else:
+        try:
+            while buckets:
+                current = min(buckets)
+                bucket = buckets.pop(current)
+                out.depth = current
+                if limits.stop_at_first and any(f.steps <= current for f in out.found.values()):
+                    out.stopped_by = "first_violation"
+                    return self._finish(out, start)
+                for position, node in enumerate(bucket):
+                    if cost[node] != current:
+                        continue  # queued again at a lower cost, and expanded then
+                    frozen, node_pend = decode(keys[node])
+                    if terminal[node]:
+                        if frozen[F_STATUS] == DEADLOCK:
+                            self.machine.thaw(frozen)
+                            for diagnostic in deadlock_diagnostics(self.machine):
+                                self._found(out, diagnostic["kind"], current + pending_total(
+                                    node_pend, self.machine.n_agents), node, None)
+                            if limits.stop_at_first and self._proven(out, current):
+                                return self._finish(out, start)
                         continue
-                    buckets.setdefault(reached, []).append(child)
+                    expanded += 1
+                    if early and expanded == early:  # stop_at_first: a fair cycle found so far
+                        early *= 2
+                        out.index = index
+                        livelock.analyse(self, out, budget)
+                        if LIVELOCK in out.found:
+                            out.stopped_by = "first_violation"
+                            return self._finish(out, start)
+                    if expanded % CHECK_EVERY == 0:
+                        now = time.perf_counter()
+                        stop = budget.reason()
+                        if stop:
+                            out.stopped_by = stop
+                            return self._finish(out, start, budget, index)
+                        if progress is not None and now >= next_report:
+                            next_report = now + PROGRESS_EVERY_S
+                            queued = sum(map(len, buckets.values())) + len(bucket) - position
+                            progress(Progress(len(keys), out.transitions, current, queued,
+                                              now - start,
+                                              {k: f.steps for k, f in out.found.items()}))
+                    children = [] if cyclic else None
+                    looped: list[int] = []
+                    for move, step_cost, record, closing, machine, after in \
+                            self.successors(frozen, node_pend):
+                        out.transitions += 1
+                        reached = current + step_cost
+                        key = key_of(machine.freeze(), after)
+                        at_stop = machine.stop_report if machine.status == DEADLOCK else ()
+                        for diagnostic in record["diagnostics"]:
+                            if not any(diagnostic is d for d in at_stop):
+                                self._found(out, diagnostic["kind"], reached, node, key)
+                        if limits.stop_at_first and out.found and self._proven(out, current):
+                            return self._finish(out, start)
+                        if closing and any(not any(c is d for d in at_stop) for c in closing):
+                            raise AssertionError(f"a local move raised {closing}: LOCAL_KINDS "
+                                                 "does not match this engine")
+                        child = index.get(key)
+                        if child is None:
+                            child = len(keys)
+                            index[key] = child
+                            keys.append(key)
+                            parent.append(node)
+                            cost.append(reached)
+                            terminal.append(machine.status != RUNNING)
+                            memory += len(key) + NODE_OVERHEAD
+                            if cyclic:
+                                edge_start.append(-1)
+                                edge_stop.append(-1)
+                                loop_fair.append(0)
+                        elif reached < cost[child]:
+                            cost[child] = reached
+                            parent[child] = node
+                        else:
+                            child = ~child  # known at no higher cost: not queued again
+                        if cyclic:
+                            real = child if child >= 0 else ~child
+                            children.append(real)
+                            if real == node:  # exact (the same state) or renamed
+                                looped.append(move if machine.freeze() == frozen
+                                              and after == node_pend else ~move)
+                        if child >= 0:
+                            buckets.setdefault(reached, []).append(child)
+                    if cyclic:
+                        edge_start[node] = len(edges)
+                        edges.extend(children)
+                        edge_stop[node] = len(edges)
+                        if looped:
+                            loop_fair[node] = livelock.loop_fair(self, frozen, node_pend,
+                                                                 looped)
+        except Stop as stop:
+            return self._stopped(out, stop, start, budget, index)
         out.complete = True
         out.depth += 1
-        return self._finish(out, start)
+        return self._finish(out, start, budget, index)
 
-    def explore(self, limits: Limits = Limits(), progress: Callable[[Progress], None] | None
+    def explore(self, limits: Limits = DEFAULT_LIMITS, progress: Callable[[Progress], None] | None
                 = None, cancel: Event | None = None) -> Exploration:
         """Expand states cheapest first until none is left or a limit is hit.
 
@@ -312,10 +306,32 @@ class Explorer:
             if enabled:
                 gc.enable()
 
-    def _finish(self, out: Exploration, start: float) -> Exploration:
+    def _finish(self, out: Exploration, start: float, budget: Budget | None = None,
+                index: dict | None = None) -> Exploration:
+        """Close the search: where the program can cycle, look for a livelock in what was
+        expanded (the whole graph, or after a limit, within a short grace of its own: a fair
+        cycle of expanded states is a real one), then drop the edges."""
+        if (out.cyclic and budget is not None and index is not None
+                and out.stopped_by not in ("first_violation", "cancelled")):
+            out.index = index
+            work = budget if out.complete else budget.extended(GRACE_S)
+            try:
+                livelock.analyse(self, out, work)
+            except Stop as stop:
+                if out.complete:
+                    out.complete = False
+                    out.stopped_by = stop.reason
+        out.index = None
+        out.edges = out.edges[:0]
         out.states = len(out.keys)
         out.elapsed_s = time.perf_counter() - start
         return out
+
+    def _stopped(self, out: Exploration, stop: Stop, start: float,
+                 budget: Budget | None = None, index: dict | None = None) -> Exploration:
+        out.stopped_by = stop.reason
+        out.note = stop.message
+        return self._finish(out, start, budget, index)
 
     @staticmethod
     def _proven(out: Exploration, current: int) -> bool:
@@ -368,16 +384,3 @@ def _malloc_trim() -> None:
         libc.malloc_trim(0)
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
         pass
-
-
-def _limit_hit(limits: Limits, states: int, memory: int, elapsed: float,
-               cancel: Event | None) -> str | None:
-    if cancel is not None and cancel.is_set():
-        return "cancelled"
-    if states >= limits.max_states:
-        return "max_states"
-    if elapsed >= limits.timeout_s:
-        return "timeout"
-    if memory >= limits.max_memory:
-        return "memory"
-    return None

@@ -14,9 +14,11 @@ from __future__ import annotations
 import marshal
 import struct
 
-from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE, store_fits
-from app.sim.machine import PC, RUNNING, Machine
+from app.sim.copies import OP_AGENT
+from app.sim.machine import Machine
 from app.sim.program import Jump
+
+from .closure import EXIT_SENSITIVE, close  # noqa: F401  (close: re-exported for the search)
 
 LOCAL_KINDS = frozenset({"assign", "commit_group", "wait_group", "tc_fence", "tc_wait_ld"})
 """Program lines whose move touches only the moving agent's own registers and program counter.
@@ -46,12 +48,6 @@ PART_OVERHEAD = 2
 F_OWED, F_REGS, F_TMA, F_BULK, F_TC, F_META, F_STATUS = 3, 4, 5, 6, 7, 8, 9
 TC_AGENT = 4
 """Where a tensor-core queue entry names the agent that issued it."""
-
-
-EXIT_SENSITIVE = 2
-"""A local line whose move may end its agent, in a cluster: an agent's end is seen by other
-CTAs (a CTA exits when all its agents are done: `remote_after_exit`), so `close` makes it only
-where it does not end the agent."""
 
 
 def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[int, ...], ...]:
@@ -115,88 +111,9 @@ def new_pend(n_agents: int) -> list:
     return [0] * n_agents + [()] * n_agents
 
 
-def _would_end(machine: Machine, a: int) -> bool:
-    """Whether agent `a`'s next move ends its program (tried on a copy of the state)."""
-    frozen, step_no = machine.freeze(), machine.step_no
-    machine.step(a)
-    ends = machine.regs[a][PC] >= machine.code[a].end
-    machine.thaw(frozen, step_no)
-    return ends
-
-
 def pending_total(pend: list, n_agents: int) -> int:
     """Every uncharged move (a deadlock needs them all)."""
     return sum(pend[:n_agents]) + sum(c for groups in pend[n_agents:] for _, c in groups)
-
-
-def close(machine: Machine, local: tuple, pend: list, moves: list | None = None,
-          reads: bool = False) -> list:
-    """Make every enabled purely-local move (lowest agent first) and, with `reads`, every
-    enabled bulk-store chunk read, until none is left.
-
-    `pend[a]` counts the local moves agent `a` has made since its last other move (the search
-    charges them to the agent's next move, see engine.py). A store read made here is owed by
-    its agent's bulk group (`pend[n + a]`); a `wait_group` of that agent that needs the group
-    moves the group's reads into `pend[a]` (the wait cannot return without them). Reads no
-    `wait_group` needed are never charged. Returns the diagnostics these moves emitted (only
-    ever `deadlock`: the move was the last thing that could move). `moves`, when given,
-    collects what was done: ("local", agent, name), ("read", agent, group, name) and
-    ("charge", agent, groups below which reads were charged).
-    """
-    diagnostics = []
-    n_agents = machine.n_agents
-    code = machine.code
-    ending: set[int] = set()
-    """Agents whose exit-sensitive local move would end them: left for the search."""
-    while machine.status == RUNNING:
-        made = False
-        regs = machine.regs
-        for a in machine.ready:
-            if a < n_agents:
-                pc = regs[a][PC]
-                if not local[a][pc] or a in ending:
-                    continue
-                if local[a][pc] == EXIT_SENSITIVE and _would_end(machine, a):
-                    ending.add(a)
-                    continue
-                if code[a].kinds[pc] == "store" and not store_fits(machine, a, regs[a],
-                                                                   code[a].prepared[pc]):
-                    continue
-                if reads and pend[n_agents + a] and code[a].kinds[pc] == "wait_group":
-                    limit = machine.bulk_committed[a] - code[a].prepared[pc][0](regs[a])
-                    groups = pend[n_agents + a]
-                    pend[a] += sum(c for g, c in groups if g < limit)
-                    pend[n_agents + a] = tuple((g, c) for g, c in groups if g >= limit)
-                    if moves is not None:
-                        moves.append(("charge", a, limit))
-                if moves is not None:
-                    moves.append(("local", a, machine.agents[a].name))
-                record = machine.step(a)
-                pend[a] += 1
-            elif a == n_agents or not reads:
-                continue
-            else:
-                k = a - n_agents - 1
-                tma = machine.tma
-                if k >= len(tma):
-                    break  # hold moves: loads only
-                op = tma[k]
-                if op[OP_DIR] != STORE or op[OP_WRITING]:
-                    continue
-                owner, group = op[OP_AGENT], op[OP_GROUP]
-                if moves is not None:
-                    moves.append(("read", owner, group, machine.moves()[a]))
-                record = machine.step(a)
-                groups = dict(pend[n_agents + owner])
-                groups[group] = groups.get(group, 0) + 1
-                pend[n_agents + owner] = tuple(sorted(groups.items()))
-            if record["diagnostics"]:
-                diagnostics.extend(record["diagnostics"])
-            made = True
-            break
-        if not made:
-            return diagnostics
-    return diagnostics
 
 
 class Canonical:

@@ -21,7 +21,9 @@ from app.sim.config import PipelineConfig
 from app.sim.schedule import Schedule
 from app.sim.trace import Run
 
+from .budget import CloseGuard, Stop
 from .engine import Exploration, Explorer, Limits, Progress, release_memory
+from .graph import LIVELOCK
 
 MAX_STATES = 2_000_000
 MAX_TIMEOUT_S = 60.0
@@ -37,7 +39,17 @@ STOP_REASONS = {
     "memory": "the memory limit",
     "cancelled": "cancellation",
     "first_violation": "the first violation (stop_at_first)",
+    "runaway": "a runaway: an agent's own moves that never end",
 }
+POST_SEARCH_S = 0.6
+"""Time the counterexamples of a search a limit stopped may still take to rebuild."""
+
+
+class InternalError(RuntimeError):
+    """An internal consistency check failed (a counterexample that does not replay, a local
+    move that raised a diagnostic): a bug of the checker or the engine, not of the pipeline.
+    Its message names the configuration, so a report can reproduce it; the CLI exits 3 and the
+    API answers a JSON 500 with it."""
 
 
 def validate_limits(max_states, timeout_s, max_states_cap: int = MAX_STATES,
@@ -73,13 +85,25 @@ def scenario_for(scenario_id: str) -> Scenario:
 def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
                  progress: Callable[[Progress], None] | None = None,
                  cancel: Event | None = None, reduce: bool = True) -> dict:
-    """Explore `cfg` and build the answer, traces included."""
+    """Explore `cfg` and build the answer, traces included; `InternalError` if a consistency
+    check fails on the way."""
     start = time.perf_counter()
-    explorer = Explorer(cfg, reduce)
-    out = explorer.explore(limits, progress, cancel)
     describe = scenario.describe(cfg)
-    violations = [violation(explorer, out, kind, describe)
-                  for kind in sorted(out.found, key=lambda k: (out.found[k].steps, k))]
+    try:
+        explorer = Explorer(cfg, reduce)
+        out = explorer.explore(limits, progress, cancel)
+        if explorer.guard is not None:  # the rebuild's closures get a little time of their own
+            explorer.guard = CloseGuard(explorer.guard.budget.extended(POST_SEARCH_S),
+                                        explorer.guard.max_moves, explorer.cyclic)
+        violations = []
+        for kind in sorted(out.found, key=lambda k: (out.found[k].steps, k)):
+            try:
+                violations.append(violation(explorer, out, kind, describe))
+            except Stop:  # out of time for this one's rebuild: the others still come
+                continue
+    except Exception as err:
+        raise InternalError(f"internal error while checking {configuration(describe)}: "
+                            f"{type(err).__name__}: {err}") from err
     return {
         "verdict": out.verdict,
         "violations": violations,
@@ -94,32 +118,59 @@ def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
     }
 
 
+def configuration(describe: dict, sha: bool = True) -> str:
+    """The configuration in one line: scenario (or the pipeline text's sha256), params, bugs."""
+    what = describe["id"] or (f"the pipeline sha256:{describe.get('source_sha256') or '?'}"
+                              if sha else "the pipeline")
+    what += "".join(f" {k}={v}" for k, v in describe["params"].items())
+    if describe["bugs"]:
+        what += " bugs=" + ",".join(describe["bugs"])
+    return what
+
+
 def violation(explorer: Explorer, out: Exploration, kind: str, describe: dict) -> dict:
-    """One reachable diagnostic kind: its shortest schedule replayed into a trace document."""
+    """One reachable diagnostic kind: its shortest schedule replayed into a trace document.
+
+    A livelock's lasso is replayed as a manual run, which finds the cycle itself (the state
+    after the last move is the state after move `cycle_from - 1`, and the cycle is fair), so
+    `GET /traces/...?schedule=manual&moves=...` gives the same document."""
     moves = explorer.schedule(out, kind)
-    run = Run(explorer.cfg, Schedule("manual", moves=tuple(moves)), describe)
-    for mover in moves:
-        run.append(run.machine.resolve(mover))
+    schedule = Schedule("manual", moves=tuple(moves))
+    run = Run(explorer.cfg, schedule, describe)
+    if kind == LIVELOCK:
+        run.extend(schedule.chooser(), len(moves))
+        if run.cycle_from is None:
+            raise AssertionError("the livelock's lasso does not close on a fair cycle")
+    else:
+        for mover in moves:
+            run.append(run.machine.resolve(mover))
     last = [d for d in run.diagnostics if d["step"] == run.total_steps and d["kind"] == kind]
     if not last or run.total_steps != out.found[kind].steps:
         raise AssertionError(f"the counterexample for {kind} does not replay to it")
-    return {
+    answer = {
         "kind": kind,
         "steps": run.total_steps,
         "shortest": out.is_shortest(kind),
         "diagnostic": last[0],
         "trace": run.document(),
     }
+    if run.cycle_from is not None:
+        answer["cycle_from"] = run.cycle_from
+    return answer
 
 
 def summary(describe: dict, out: Exploration) -> str:
     """One or two sentences a person reads first."""
-    what = (describe["id"] or "the pipeline") + "".join(
-        f" {k}={v}" for k, v in describe["params"].items())
-    if describe["bugs"]:
-        what += " bugs=" + ",".join(describe["bugs"])
+    what = configuration(describe, sha=False)
     found = sorted(out.found.values(), key=lambda f: (f.steps, f.kind))
-    listed = ", ".join(f"{f.kind} in {f.steps} steps" for f in found)
+    listed = ", ".join(f"{f.kind} in {f.steps} steps"
+                       + (f" (repeating from step {f.cycle_from})" if f.cycle_from else "")
+                       for f in found)
+    note = f" {out.note}." if out.note else ""
+    if (out.cyclic and not out.complete and not out.note
+            and out.stopped_by in ("max_states", "timeout", "memory")):
+        note = (" The program has a loop that need not end: where its state grows forever (a "
+                "counter, a phase count), no limit is enough, and it may not terminate.")
     if out.verdict == "safe":
         return (f"{what}: safe. No schedule reaches a diagnostic ({out.states:,} states "
                 f"explored).")
@@ -129,12 +180,15 @@ def summary(describe: dict, out: Exploration) -> str:
     if out.verdict == "unsafe" and not out.complete:
         return (f"{what}: unsafe. A limit ({out.stopped_by}) stopped the search after it found "
                 f"{listed}; other kinds may be reachable, and shorter schedules may exist "
-                f"({out.states:,} states explored).")
+                f"({out.states:,} states explored).{note}")
     if out.verdict == "unsafe":
         return f"{what}: unsafe. Shortest schedules: {listed} ({out.states:,} states explored)."
     reason = STOP_REASONS.get(out.stopped_by or "", out.stopped_by)
+    if out.states == 0:
+        return (f"{what}: inconclusive. Stopped by {reason} before the first state was "
+                f"stored.{note}")
     text = (f"{what}: inconclusive. Stopped by {reason} after {out.states:,} states; every "
-            f"schedule of at most {out.depth - 1} steps was checked.")
+            f"schedule of at most {out.depth - 1} steps was checked.{note}")
     if found:
         text += f" Found so far (so it is unsafe): {listed}."
     return text
@@ -170,7 +224,14 @@ def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
                     "depth": p.depth, "frontier": p.frontier,
                     "elapsed_s": round(p.elapsed_s, 3), "found": p.found})
     try:
-        return json.dumps(check_config(scenario, cfg, limits, progress, cancel),
-                          separators=(",", ":"))
+        answer = check_config(scenario, cfg, limits, progress, cancel)
+    except InternalError:
+        raise
+    except Exception as err:  # anything else in a worker is a bug too: name the configuration
+        raise InternalError(f"internal error while checking "
+                            f"{configuration(scenario.describe(cfg))}: "
+                            f"{type(err).__name__}: {err}") from err
+    try:
+        return json.dumps(answer, separators=(",", ":"))
     finally:
         release_memory()  # the worker lives on: hand the search's memory back

@@ -511,9 +511,31 @@ class AgentBuilder:
         top_node = len(self.nodes)
         branch = self.emit(None)
         self.loop_body(stmt.body, ctx, stmt.pos)
+        counted = self.counted(stmt, reg, self.nodes[branch + 1:])
         self.emit(Assign(self.updates(stmt.update)))
-        self.emit(Jump(top_node))
+        self.emit(Jump(top_node, counted=counted))
         self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
+
+    def counted(self, stmt: For, reg: int, body: list) -> bool:
+        """Whether a `for` loop can never bring its agent back to an earlier state: it steps
+        its variable up (`++k`, `k += c` with c > 0) to a constant bound (`k < n`, `k <= n`)
+        and nothing in its body writes the variable (no register destination, no update, in
+        any node of the body: a conservative test, a loop it misses only costs the schedule
+        checker its cycle search)."""
+        update, cond = stmt.update, stmt.cond
+        if update.target != (stmt.var, None):
+            return False
+        if update.op == "+=":
+            step = compile_expr(update.value, self.scope).const
+            if step is None or step <= 0:
+                return False
+        elif update.op != "++":
+            return False
+        if not (isinstance(cond, BinOp) and cond.op in ("<", "<=")
+                and isinstance(cond.left, Name) and cond.left.name == stmt.var
+                and compile_expr(cond.right, self.scope).const is not None):
+            return False
+        return not any(_mentions(node, reg) for node in body)
 
     def loop_body(self, body, ctx, pos) -> None:
         before = len(self.listing)
@@ -673,3 +695,20 @@ def substitute(node, mapping: dict):
 
 __all__ = ["Pipeline", "load", "instantiate", "resolve_params", "check_requires", "sha256",
            "ParamError", "PipelineError", "Index"]
+
+
+def _mentions(node, reg: int) -> bool:
+    """Whether a node's operands hold the register number `reg` anywhere (destinations and
+    update targets are plain ints; expressions and array references are not looked into)."""
+    if isinstance(node, Assign):
+        return any(target == reg for target, _ in node.updates)
+    if not isinstance(node, Line):
+        return False
+    stack = list(node.args)
+    while stack:
+        arg = stack.pop()
+        if type(arg) is int and arg == reg:
+            return True
+        if isinstance(arg, tuple):
+            stack.extend(arg)
+    return False

@@ -43,7 +43,8 @@ DIAGNOSTIC_KINDS = {
 }
 """The event and diagnostic kinds of the trace schema (app/sim/trace_schema.json), which the
 engine's traces use; tests/replay/test_gpu_order.py keeps them equal."""
-STATUSES = {"running", "done", "deadlock", "undefined_behavior", "step_limit", "hardware_trap"}
+STATUSES = {"running", "done", "deadlock", "livelock", "undefined_behavior", "step_limit",
+            "hardware_trap"}
 
 
 class ReplayError(ValueError):

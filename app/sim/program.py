@@ -77,6 +77,10 @@ class Line:
 @dataclass(frozen=True, slots=True)
 class Jump:
     target: int
+    counted: bool = False
+    """The back edge of a counted `for` loop (a loop variable that only its own update changes,
+    stepping up to a constant bound): the agent never comes back to an earlier state through it,
+    so the schedule checker and the trace need not look for cycles (app.sim.livelock)."""
 
 
 @dataclass(frozen=True, slots=True)

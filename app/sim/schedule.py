@@ -43,7 +43,10 @@ class Schedule:
 
 class RoundRobin:
     """The next enabled mover after the one that moved last, in move order. It never holds a
-    landing's complete-tx: each chunk reaches the barrier on its own."""
+    landing's complete-tx: each chunk reaches the barrier on its own. Its state is `last`: with
+    the machine's state it fixes every later move, so a run that comes back to both repeats
+    forever (app.sim.trace looks for that). Every mover that stays enabled gets its turn within
+    one round, so such a repeat is a fair cycle (weak fairness), a livelock."""
 
     __slots__ = ("last",)
 
@@ -88,6 +91,11 @@ class Manual:
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
         self.position = 0
+
+    @property
+    def exhausted(self) -> bool:
+        """Every listed move was made."""
+        return self.position >= len(self.names)
 
     def __call__(self, machine: Machine) -> int | None:
         if self.position >= len(self.names) or not machine.ready:

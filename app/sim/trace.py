@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import livelock
 from .config import PipelineConfig
 from .machine import RUNNING, Machine, MoveError
-from .schedule import Schedule
+from .schedule import Manual, RoundRobin, Schedule, SeededRandom
 
 FORMAT = "mbarrier-inspector/trace"
 VERSION = 1
@@ -22,6 +23,9 @@ STEP_LIMIT = 1_000_000
 CHECKPOINT_EVERY = 256
 STEP_LIMIT_STATUS = "step_limit"
 ROUND_ROBIN = Schedule("round_robin")
+MAY_NOT_TERMINATE = ("The program may not terminate: it has a loop that need not end, and the run "
+                     "reached its step limit without its state repeating (a counter that grows "
+                     "forever, such as a `while (1)` that arrives again and again).")
 
 
 class Run:
@@ -40,6 +44,12 @@ class Run:
         self.checkpoints = [self.machine.freeze()]
         self.diagnostics: list[dict] = list(self.machine.stop_report)
         """A deadlock before the first step is reported at step 0."""
+        self.cycle_from: int | None = None
+        """Where the cycle of a livelocked run starts: the state after its last step equals the
+        state after step `cycle_from - 1` (status `livelock`)."""
+        self.watch = livelock.can_cycle(cfg.program)
+        """Whether the program can come back to a state, so the run looks for a repeat."""
+        self._lasso_checked = -1
 
     def __getstate__(self) -> dict:
         """Runs travel between processes (built in a worker, served by the event loop's
@@ -47,12 +57,15 @@ class Run:
         checkpoint and the choices after it rebuild it."""
         state = {name: getattr(self, name) for name in
                  ("cfg", "schedule", "scenario", "step_limit", "choices", "checkpoints",
-                  "diagnostics")}
+                  "diagnostics", "cycle_from", "watch")}
         state["status_now"] = self.machine.status
         return state
 
     def __setstate__(self, state: dict) -> None:
         status = state.pop("status_now")
+        state.setdefault("cycle_from", None)
+        state.setdefault("watch", livelock.can_cycle(state["cfg"].program))
+        self._lasso_checked = -1
         self.__dict__.update(state)
         self.machine = self.machine_at(self.total_steps)
         self.machine.status = status
@@ -73,12 +86,31 @@ class Run:
 
     @property
     def status(self) -> str:
+        if self.cycle_from is not None:
+            return livelock.LIVELOCK
         if self.machine.status == RUNNING and self.total_steps >= self.step_limit:
             return STEP_LIMIT_STATUS
         return self.machine.status
 
     def extend(self, chooser: Callable[[Machine], int | None], max_steps: int) -> int:
-        """Make up to `max_steps` moves picked by `chooser`; returns how many were made."""
+        """Make up to `max_steps` moves picked by `chooser`; returns how many were made.
+
+        In a program that can come back to a state (`livelock.can_cycle`), a round-robin run
+        stops with status `livelock` when its state and the chooser's repeat, a random run when
+        its state repeats while each state leaves one mover to choose, and a manual run whose
+        moves end on a state it was in, with a fair cycle between, is a livelock too
+        (app.sim.livelock, docs/trace-format.md)."""
+        if self.cycle_from is not None:
+            return 0
+        if self.watch and isinstance(chooser, RoundRobin | SeededRandom):
+            return self._extend_watching(chooser, max_steps)
+        made = self._extend(chooser, max_steps)
+        if (self.watch and isinstance(chooser, Manual) and chooser.exhausted
+                and self.machine.status == RUNNING):
+            self._find_lasso()
+        return made
+
+    def _extend(self, chooser: Callable[[Machine], int | None], max_steps: int) -> int:
         machine = self.machine
         choices = self.choices
         diagnostics = self.diagnostics
@@ -100,6 +132,9 @@ class Run:
 
     def append(self, move: int) -> dict:
         """Make one given move (a student stepping by hand); returns its step record."""
+        if self.cycle_from is not None:
+            raise MoveError("the run has ended (livelock: it repeats forever from step "
+                            f"{self.cycle_from})")
         if self.total_steps >= self.step_limit:
             raise MoveError(f"the run reached its limit of {self.step_limit} steps")
         if move not in self.machine.ready:
@@ -114,6 +149,9 @@ class Run:
     def truncate(self, step: int) -> None:
         """Forget every step after `step` (stepping back, then choosing differently)."""
         step = max(0, min(step, self.total_steps))
+        if step < self.total_steps:
+            self.cycle_from = None
+            self._lasso_checked = -1
         del self.choices[step:]
         del self.checkpoints[step // CHECKPOINT_EVERY + 1:]
         self.diagnostics = [d for d in self.diagnostics if d["step"] <= step]
@@ -145,6 +183,10 @@ class Run:
         out = []
         for move in self.choices[first - 1:last]:
             record = machine.step(move)
+            if self.cycle_from is not None and machine.step_no == self.total_steps:
+                record["diagnostics"].extend(
+                    d for d in self.diagnostics
+                    if d["kind"] == livelock.LIVELOCK and d["step"] == machine.step_no)
             if snapshots:
                 record["snapshot"] = machine.snapshot()
             out.append(record)
@@ -168,4 +210,130 @@ class Run:
             "total_steps": self.total_steps,
             "status": self.status,
             "diagnostics": list(self.diagnostics),
+            **({"cycle_from": self.cycle_from} if self.cycle_from is not None else {}),
+            **({"note": MAY_NOT_TERMINATE} if self.watch and self.status == STEP_LIMIT_STATUS
+               else {}),
         }
+
+    # ------------------------------------------------------------------------------ livelock
+
+    def _extend_watching(self, chooser, max_steps: int) -> int:
+        """`_extend` that looks for a repeat with Brent's algorithm (constant memory, exact).
+
+        Round robin is a function of (state, the chooser's last move), so the first repeat of
+        that pair starts a cycle the run would follow forever; a random run is a function of
+        its state alone while every state leaves one mover (the search restarts wherever it
+        has a choice). The tortoise is compared by registers and barrier phases first (cheap),
+        then in full."""
+        machine, choices = self.machine, self.choices
+        diagnostics, checkpoints = self.diagnostics, self.checkpoints
+        robin = isinstance(chooser, RoundRobin)
+        made, origin = 0, self.total_steps
+        begin = origin
+        start_last = chooser.last if robin else None
+        power = lam = 1
+        regs, barriers = machine.regs, machine.barriers
+        t_regs, t_frozen, t_last = _copy_regs(regs), machine.freeze(), start_last
+        t_phases = [b.phase for b in barriers]
+        limit = min(max_steps, self.step_limit - len(choices))
+        while made < limit and machine.status == RUNNING:
+            forced = robin or len(machine.ready) <= 1
+            move = chooser(machine)
+            if move is None:
+                break
+            record = machine.step(move)
+            choices.append(move)
+            made += 1
+            if record["diagnostics"]:
+                diagnostics.extend(record["diagnostics"])
+            if machine.step_no % CHECKPOINT_EVERY == 0:
+                checkpoints.append(machine.freeze())
+            if not forced:  # a real choice: the forced sequence starts after it
+                origin, power, lam = len(choices), 1, 1
+                t_regs, t_frozen = _copy_regs(regs), machine.freeze()
+                t_phases = [b.phase for b in barriers]
+                continue
+            last = move if robin else None
+            if (last == t_last and regs == t_regs and [b.phase for b in barriers] == t_phases
+                    and machine.freeze() == t_frozen):
+                self._close_cycle(origin, start_last if robin else False, lam)
+                return self.total_steps - begin
+            if power == lam:
+                t_regs, t_frozen, t_last = _copy_regs(regs), machine.freeze(), last
+                t_phases = [b.phase for b in barriers]
+                power <<= 1
+                lam = 0
+            lam += 1
+        return made
+
+    def _close_cycle(self, origin: int, start_last, lam: int) -> None:
+        """A repeat with period `lam` was seen after step `origin`: find the first state of the
+        cycle (two machines `lam` steps apart, moved on together until their keys agree), cut
+        the run after one turn of it, and report the livelock."""
+        choices = self.choices
+
+        def key(machine: Machine, step: int):
+            if start_last is False:
+                return machine.freeze()
+            last = start_last if step == origin else choices[step - 1]
+            return machine.freeze(), last
+
+        first, ahead = self.machine_at(origin), self.machine_at(origin + lam)
+        start = origin
+        while key(first, start) != key(ahead, start + lam):
+            first.step(choices[start])
+            ahead.step(choices[start + lam])
+            start += 1
+        self.truncate(start + lam)
+        self._mark(start + 1)
+
+    def _find_lasso(self) -> None:
+        """A manual run that ends on a state it was in, with a fair cycle between, repeats
+        forever: mark it a livelock from the first step of the longest such cycle (a longer
+        cycle is fair whenever a shorter one is)."""
+        n = self.total_steps
+        if n == self._lasso_checked or n == 0:
+            return
+        self._lasso_checked = n
+        final = self.machine.freeze()
+        final_regs = self.machine.regs
+        machine = self.machine_at(0)
+        start = None
+        for step in range(n):
+            if machine.regs == final_regs and machine.freeze() == final:
+                start = step
+                break
+            machine.step(self.choices[step])
+        if start is None:
+            return
+        enabled, moved = [], set()
+        for move in self.choices[start:]:
+            enabled.append(livelock.enabled_ids(machine))
+            moved.add(livelock.mover_id(machine, move))
+            machine.step(move)
+        if not livelock.unfair_movers(enabled, moved):
+            self._mark(start + 1)
+
+    def mark_livelock(self, cycle_from: int) -> None:
+        """Declare the run a livelock whose cycle starts at `cycle_from` (the state after the
+        last step must equal the state after step `cycle_from - 1`)."""
+        if not 1 <= cycle_from <= self.total_steps:
+            raise ValueError(f"cycle_from {cycle_from} is outside 1..{self.total_steps}")
+        if self.machine_at(cycle_from - 1).freeze() != self.machine.freeze():
+            raise ValueError(f"the state after step {self.total_steps} is not the state after "
+                             f"step {cycle_from - 1}")
+        self._mark(cycle_from)
+
+    def _mark(self, cycle_from: int) -> None:
+        machine = self.machine_at(cycle_from - 1)
+        movers = set()
+        for move in self.choices[cycle_from - 1:]:
+            movers.add(livelock.mover_id(machine, move))
+            machine.step(move)
+        self.cycle_from = cycle_from
+        self.diagnostics.append(livelock.diagnostic(self.machine, self.total_steps, cycle_from,
+                                                    movers))
+
+
+def _copy_regs(regs: list[list[int]]) -> list[list[int]]:
+    return [list(r) for r in regs]

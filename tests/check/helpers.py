@@ -61,3 +61,79 @@ def reachable_within(cfg: PipelineConfig, kind: str, max_steps: int) -> bool:
         return False
 
     return search(machine.freeze(), max_steps)
+
+
+def fair_cycle_reachable(cfg: PipelineConfig, max_states: int = 50_000) -> bool:
+    """Is a livelock reachable? Every concrete state by `Machine.step` alone (no reduction, no
+    app.check code), Kosaraju's strongly connected components, and weak fairness per mover
+    (agents and the tensor core by name, a copy by its name, its hold move included): some
+    component with an internal edge where every mover enabled in all its states moves in it."""
+    machine = Machine(cfg)
+
+    def mover(names: list[str], move: int) -> str:
+        name = names[move]
+        return name[:-len(":hold")] if name.endswith(":hold") else name
+
+    start = machine.freeze()
+    index = {start: 0}
+    states, enabled, edges = [start], [], []
+    for frozen in states:
+        if len(states) > max_states:
+            raise AssertionError(f"more than {max_states} states: too big for the brute force")
+        machine.thaw(frozen)
+        names = machine.moves()
+        ready = list(machine.ready) if machine.status == "running" else []
+        enabled.append({mover(names, m) for m in ready})
+        out = []
+        for move in ready:
+            machine.thaw(frozen)
+            machine.step(move)
+            if machine.status != "running":
+                continue
+            child = machine.freeze()
+            if child not in index:
+                index[child] = len(states)
+                states.append(child)
+            out.append((index[child], mover(names, move)))
+        edges.append(out)
+    n = len(states)
+    order, seen = [], [False] * n
+    for root in range(n):  # first pass: finishing order
+        if seen[root]:
+            continue
+        seen[root] = True
+        stack = [(root, iter(edges[root]))]
+        while stack:
+            v, it = stack[-1]
+            for w, _ in it:
+                if not seen[w]:
+                    seen[w] = True
+                    stack.append((w, iter(edges[w])))
+                    break
+            else:
+                stack.pop()
+                order.append(v)
+    reverse: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        for w, _ in edges[v]:
+            reverse[w].append(v)
+    component = [-1] * n
+    for root in reversed(order):  # second pass on the reversed graph
+        if component[root] >= 0:
+            continue
+        members, todo = [], [root]
+        component[root] = root
+        while todo:
+            v = todo.pop()
+            members.append(v)
+            for w in reverse[v]:
+                if component[w] < 0:
+                    component[w] = root
+                    todo.append(w)
+        inner = [(v, w, who) for v in members for w, who in edges[v] if component[w] == root]
+        if not inner:
+            continue
+        always = set.intersection(*(enabled[v] for v in members))
+        if always <= {who for _, _, who in inner}:
+            return True
+    return False

@@ -218,3 +218,42 @@ def test_stop_at_first_must_be_a_boolean(client):
     response = client.post("/api/v1/check", json={**UNSAFE, "stop_at_first": "yes"})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "stop_at_first"]
+
+
+async def _two_runaways_then_a_check() -> list[dict]:
+    from tests.check.programs import STORES_FOREVER
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test",
+                                 timeout=60) as client:
+        answers: list[dict] = []
+
+        async def runaway():
+            response = await client.post("/api/v1/check", json={"source": STORES_FOREVER,
+                                                                  "timeout_s": 1})
+            answers.append(response.json())
+
+        async def then_a_check():
+            await anyio.sleep(0.2)  # both workers are in a closure that never ends by itself
+            response = await client.post("/api/v1/check", json={
+                "scenario": "double_buffer_tma", "params": {"stages": 2, "tiles": 3}})
+            answers.append(response.json())
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(runaway)
+            group.start_soon(runaway)
+            group.start_soon(then_a_check)
+        return answers
+
+
+def test_two_checks_whose_closures_never_end_do_not_pin_the_workers():
+    """Issue 20: a `while (1)` issuing bulk stores made `close` run forever before the search
+    looked at its clock; two such checks pinned both workers and every later check hung."""
+    start = time.perf_counter()
+    answers = run_async(_two_runaways_then_a_check)
+    assert time.perf_counter() - start < 30  # generous: each check ends by its own timeout
+    runaways = [a for a in answers if a.get("verdict") == "inconclusive"]
+    assert len(runaways) == 2
+    assert all(a["stopped_by"] in ("timeout", "runaway") for a in runaways)
+    assert all("may not terminate" in a["message"] for a in runaways)
+    assert any(a.get("verdict") == "safe" for a in answers)

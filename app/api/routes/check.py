@@ -31,6 +31,7 @@ from app.check.service import (
     MAX_MEMORY,
     MAX_STATES,
     MAX_TIMEOUT_S,
+    InternalError,
     check_job,
     check_source_job,
     resolve_source,
@@ -66,6 +67,8 @@ class Violation(BaseModel):
     """False only in an inconclusive answer, when a shorter schedule may exist."""
     diagnostic: dict[str, Any]
     trace: dict[str, Any]
+    cycle_from: int | None = None
+    """A livelock only: the first step of the lasso's cycle (docs/checker.md, "Livelock")."""
 
 
 class CheckResponse(BaseModel):
@@ -123,7 +126,10 @@ class _Job:
 async def post_check(body: CheckRequest, request: Request):
     """Check every schedule; the whole answer at once."""
     job = await _Job(body, "body").ready()
-    result = await unless_gone(request, checks.run(*job.args(), cancellable=True))
+    try:
+        result = await unless_gone(request, checks.run(*job.args(), cancellable=True))
+    except InternalError as err:  # the one 500: a consistency check failed, named for a report
+        return JSONResponse({"detail": str(err)}, status_code=500)
     if result is None:  # the client has gone; no one reads this
         return JSONResponse({"detail": "cancelled"}, status_code=499)
     return Response(result, media_type="application/json")
