@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cache, lru_cache
 
 from app.sim.barrier import COUNT_LIMIT
+from app.sim.core import TILE_SPAN
 from app.sim.program import (
     Assign,
     BarrierDecl,
@@ -23,7 +24,6 @@ from app.sim.program import (
     Program,
     StageDecl,
 )
-from app.sim.smem import TILE_SPAN
 
 from . import syntax
 from .errors import ParamError, PipelineError
