@@ -4,6 +4,11 @@ The opcode is read against the instruction table (app/lang/opcodes.py: the forms
 app/sim registers), which fills `Line.sem` / `Line.scope` with PTX's defaults and `Line.flags`
 with the modelled modifiers; the operands are then read in the form's order by the reader of its
 line kind. The opcode stays in the trace as written. docs/language.md lists every form.
+
+A new instruction is lowered in three places: its opcode's head in `OPCODE` of pipeline.lark
+(if the head is new), its `Form` row in its family's `FORMS` in app/sim (which also registers
+the line handler of its kind), and its operand reader under that kind in its family's table
+below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own table to `READERS`).
 """
 
 from __future__ import annotations
@@ -279,7 +284,7 @@ def _st_global(o: Operands) -> tuple:
     return (ref,)
 
 
-READERS = {
+MBARRIER = {
     "init": lambda o: (o.ref("barrier")[0], o.value("the arrival count")),
     "inval": lambda o: (o.ref("barrier")[0],),
     "arrive": _arrive,
@@ -289,19 +294,34 @@ READERS = {
     "complete_tx": lambda o: (o.ref("barrier")[0], o.value("txCount")),
     "wait_parity": _wait(parity=True),
     "wait_token": _wait(parity=False),
+}
+"""app/sim/sync.py's kinds."""
+
+BULK_COPIES = {
     "load": _load,
     "store": _store,
     "commit_group": lambda o: (),
     "wait_group": _wait_group,
+}
+"""app/sim/copies.py's kinds."""
+
+SMEM = {
     "proxy_fence": lambda o: (),
     "ld_shared": lambda o: (o.dest(), o.ref("smem")[0], o.tile()),
     "st_shared": lambda o: (o.ref("smem")[0], o.tile()),
     "ld_global": lambda o: (o.dest(), o.ref("tensor")[0]),
     "st_global": _st_global,
+}
+"""app/sim/smem.py's kinds."""
+
+TENSOR_CORE = {
     "mma": lambda o: (o.ref("tmem")[0], o.ref("smem")[0], o.tile()),
     "tc_commit": lambda o: (o.ref("barrier")[0],),
     "tc_fence": lambda o: (),
     "tc_ld": lambda o: (o.dest(), o.ref("tmem")[0]),
     "tc_wait_ld": lambda o: (),
 }
+"""app/sim/tensor_core.py's kinds."""
+
+READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""
