@@ -400,8 +400,11 @@ class AgentWriter:
         for i in sorted(self.tokens):
             decls.append(f"    u64 tok_{self.reg(i)} = 0;  // state token of "
                          f"{agent.registers[i - 1]}")
-        decls += ["    u32 lines = 0, bad_reads = 0, status = 0;",
-                  "    u64 err_code = 0;", "    i64 err_value = 0;",
+        errors = any("goto error" in line for line in body)
+        decls += ["    u32 lines = 0, bad_reads = 0, status = 0;"]
+        if errors:
+            decls += ["    u64 err_code = 0;", "    i64 err_value = 0;"]
+        decls += [
                   "    // the start record: the CTA's rank, and its clocks at the cluster barriers",
                   "    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, "
                   f"{self.slot}, 0, c.rank, c.sync[0], c.sync[1], c.sync[2], c.sync[3], 0);",
@@ -413,11 +416,13 @@ class AgentWriter:
             tail += ["timed_out:",
                      "    status = 1;  // a wait gave up: the kernel's view of a deadlock",
                      "    goto end;"]
-        tail += ["error:",
-                "    status = 2;  // an operand out of range (the engine's undefined_behavior)",
-                "    if (c.lane == 0) log_put(L, clock_now(), 0, K_ERROR, "
-                f"{self.slot}, 0, 0, err_code, (u64)err_value, 0, 0, 0);",
-                "end:",
+        if errors:
+            tail += ["error:",
+                     "    status = 2;  // an operand out of range (the engine's "
+                     "undefined_behavior)",
+                     "    if (c.lane == 0) log_put(L, clock_now(), 0, K_ERROR, "
+                     f"{self.slot}, 0, 0, err_code, (u64)err_value, 0, 0, 0);"]
+        tail += ["end:",
                 "    if (c.lane == 0) {",
                 "        // the CTA's shared memory must outlive this agent's bulk stores",
                 '        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");',

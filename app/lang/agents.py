@@ -238,13 +238,18 @@ class AgentBuilder:
             if name in self.scope.constants:
                 raise PipelineError(f"`{name}` is a parameter; it cannot change", pos.line,
                                     pos.column)
+            if field is None and name in self.scope.states and stmt.op == "--":
+                raise PipelineError(f"`--{name}`: a PipelineState only moves forward",
+                                    pos.line, pos.column,
+                                    hint=f"CUTLASS's PipelineState has `++{name}` and "
+                                         f"`{name}.advance(n)`, no `--`")
             if field is None and name in self.scope.states:
                 raise PipelineError(f"`{name}` is a PipelineState: advance it with `++{name}` "
                                     "or assign one of its fields", pos.line, pos.column)
             raise self.scope.unknown(target, pos)
         ref = Name(target, pos) if field is None else Field(Name(name, pos), field, pos)
-        if stmt.op == "++":
-            value = BinOp("+", ref, Num(1, pos), pos)
+        if stmt.op in ("++", "--"):
+            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
         elif stmt.op == "=":
             value = stmt.value
         else:
@@ -339,8 +344,8 @@ def _substitute_words(text: str, words: dict) -> str:
 def _simple_text(stmt: Simple) -> str:
     name, field = stmt.target
     target = name if field is None else f"{name}.{field}"
-    if stmt.op == "++":
-        return f"++{target}"
+    if stmt.op in ("++", "--"):
+        return f"{stmt.op}{target}"
     return f"{target} {stmt.op} {text_of(stmt.value)}"
 
 

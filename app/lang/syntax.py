@@ -67,6 +67,16 @@ class UnOp:
 
 
 @dataclass(frozen=True, slots=True)
+class Cond:
+    """C's `test ? then : orelse`."""
+
+    test: object
+    then: object
+    orelse: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class Ctor:
     name: str
     pos: Pos
@@ -365,6 +375,9 @@ class ToAst(Transformer):
     def incr(self, meta, children):
         return Simple(children[0], "++", None, _pos(meta))
 
+    def decr(self, meta, children):
+        return Simple(children[0], "--", None, _pos(meta))
+
     def assign(self, meta, children):
         target, op, value = children
         return Simple(target, str(op), value, _pos(meta))
@@ -376,6 +389,10 @@ class ToAst(Transformer):
     def binop(self, meta, children):
         left, op, right = children
         return BinOp(str(op), left, right, _pos(meta))
+
+    def ternary(self, meta, children):
+        test, then, orelse = children
+        return Cond(test, then, orelse, _pos(meta))
 
     def unop(self, meta, children):
         op, operand = children

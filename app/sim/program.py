@@ -180,7 +180,7 @@ def _shr(a: int, b: int) -> int:
 
 
 _NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr,
-              "int": int, "bool": bool}
+              "int": int, "bool": bool, "min": min, "max": max}
 _FUNCTIONS: dict[str, object] = {}
 
 

@@ -1,0 +1,151 @@
+"""The language additions of issue 18: each runs in the engine as it reads, its error reads as
+tested output (message and column), and the capture generator spells it in CUDA or refuses."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from app.capture.cexpr import c_expr
+from app.capture.codegen import generate
+from app.lang.compiler import instantiate, load, resolve_params
+from app.lang.errors import PipelineError
+from app.scenarios import from_source
+from app.sim.program import Line, function
+from app.sim.schedule import Schedule
+from app.sim.trace import Run
+
+NVCC = shutil.which("nvcc")
+
+
+def run(text: str, params=None, bugs=(), schedule: Schedule | None = None) -> Run:
+    cfg = from_source(text).resolve(params or {}, list(bugs))
+    return Run.complete(cfg, schedule or Schedule("round_robin"))
+
+
+def steps(r: Run) -> list[dict]:
+    return r.steps(1, r.total_steps, snapshots=False)
+
+
+def program(text: str, params=None, bugs=()):
+    pipeline = load(text, frozenset(bugs))
+    return instantiate(pipeline, tuple(sorted(resolve_params(pipeline, params or {}).items())))
+
+
+def error_of(text: str, bugs=()) -> PipelineError:
+    with pytest.raises(PipelineError) as info:
+        program(text, bugs=bugs)
+    return info.value
+
+
+def at(text: str, err: PipelineError) -> str:
+    """The text from the error's column on."""
+    return text.splitlines()[err.line - 1][err.column - 1:]
+
+
+def nvcc_compiles(tmp_path, text: str, params=None, bugs=()) -> str:
+    cfg = from_source(text).resolve(params or {}, list(bugs))
+    cuda = generate(cfg.program, "addition", dict(cfg.params), cfg.bugs)
+    if NVCC is not None:
+        src = tmp_path / "k.cu"
+        src.write_text(cuda)
+        proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "-cubin", "-o",
+                               str(tmp_path / "k.cubin"), str(src)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "warning" not in proc.stderr.lower(), proc.stderr[-3000:]
+    return cuda
+
+
+# ------------------------------------------------------------------ ?:, min/max, --, -=
+
+EXPRS = """
+param n = 3 in 1..10 "n";
+barrier b = 4;
+agent a {
+    int x = 5;
+    int y = 0;
+    for (int i = 0; i < 4; ++i) {
+        y = i < 2 ? min(x, i) : max(x, n) + (i == 3 ? 100 : 0);
+        mbarrier.arrive.shared::cta.b64 _, [b];
+        x -= 2; --y;
+        y--;
+    }
+}
+"""
+
+
+def test_conditional_min_max_and_decrements_compute_as_in_c():
+    values = [s["operands"] for s in steps(run(EXPRS)) if s["op"].startswith(("y =", "x -=",
+                                                                               "--y"))]
+    # x: 5, 3, 1, -1; y = min(5,0), min(3,1), max(1,3), max(-1,3) + 100; then two decrements
+    assert values == [{"y": 0}, {"x": 3, "y": -1}, {"y": -2},
+                      {"y": 1}, {"x": 1, "y": 0}, {"y": -1},
+                      {"y": 3}, {"x": -1, "y": 2}, {"y": 1},
+                      {"y": 103}, {"x": -3, "y": 102}, {"y": 101}]
+
+
+def test_a_conditional_evaluates_only_its_chosen_side():
+    text = ("barrier b = 1;\nagent a {\n    int z = 0;\n    int x = 0;\n"
+            "    x = z != 0 ? 10 / z : -1;\n    mbarrier.arrive.shared::cta.b64 _, [b];\n}\n")
+    r = run(text)
+    assert r.status == "done"
+    assert steps(r)[0]["operands"] == {"x": -1}
+    # a constant test folds to its side: the other is never evaluated, even a division by 0
+    assert program(text.replace("z != 0 ?", "0 ?").replace("10 / z", "10 / 0")) is not None
+
+
+@pytest.mark.parametrize(("old", "new", "message", "column_text"), [
+    ("min(x, i)", "min(x, 1, 2)", "`min` takes two numbers; got 3", "min(x, 1, 2)"),
+    ("min(x, i)", "abs(x)", "`abs(...)` is not a function of expressions; they are min and max",
+     "abs(x)"),
+    ("min(x, i)", "x ? 1", "unexpected `;`: expected `:`", ";"),
+])
+def test_expression_errors_name_the_function_and_column(old, new, message, column_text):
+    text = EXPRS.replace(old, new)
+    err = error_of(text)
+    assert err.message == message
+    assert at(text, err).startswith(column_text)
+
+
+def test_a_pipeline_state_cannot_go_back():
+    text = ("barrier b = 1;\nagent a {\n    PipelineState<2> s;\n    --s;\n"
+            "    mbarrier.arrive.shared::cta.b64 _, [b];\n}\n")
+    err = error_of(text)
+    assert (err.line, err.column, err.message) == (4, 5, "`--s`: a PipelineState only moves "
+                                                         "forward")
+    assert err.hint == "CUTLASS's PipelineState has `++s` and `s.advance(n)`, no `--`"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_conditional_and_min_max_in_c_compute_what_the_engine_computes(tmp_path):
+    text = ("agent a {\n    int x = 0;\n    int y = 0;\n    int z = 0;\n"
+            "    x = y < z ? min(y, z - 3) : max(y * 2, -z) + (z ? 1 : 2);\n"
+            "    x = y ? z ? 3 : 4 : min(max(y, z), 7);\n"
+            "    x -= 1;\n}\n")
+    prog = program(text)
+    exprs = [e for node in prog.agents[0].nodes if isinstance(node, Line)
+             for _, e in node.args[0] if e.const is None]
+    assert len(exprs) == 3
+    rng = random.Random(3)
+    rows = [[0, 0, 0, rng.randint(-9, 9), rng.randint(-9, 9), rng.randint(-9, 9)]
+            for _ in range(60)]
+    body = "\n".join(f'    printf("%lld\\n", (long long)({c_expr(e, lambda i: f"r[{i}]")}));'
+                     for e in exprs)
+    src = tmp_path / "e.c"
+    src.write_text("#include <stdio.h>\nint main(void) {\n    long long rows[][6] = {\n"
+                   + "".join("        {" + ", ".join(map(str, row)) + "},\n" for row in rows)
+                   + f"    }};\n    for (int k = 0; k < {len(rows)}; k++) {{\n"
+                   "    long long* r = rows[k];\n" + body + "\n    }\n    return 0;\n}\n")
+    subprocess.run(["cc", "-O0", "-o", str(tmp_path / "e"), str(src)], check=True)
+    got = [int(v) for v in subprocess.run([str(tmp_path / "e")], capture_output=True,
+                                          text=True, check=True).stdout.split()]
+    assert got == [function(e)(row) for row in rows for e in exprs]
+
+
+def test_expressions_reach_a_kernel(tmp_path):
+    cuda = nvcc_compiles(tmp_path, EXPRS)
+    assert " ? " in cuda and "r_y = (r_y - 1);" in cuda
