@@ -136,18 +136,27 @@ class AgentBuilder:
             self.emit(Jump(top_node))
             self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
         elif isinstance(stmt, If):
+            cond = compile_expr(stmt.cond, self.scope)
             branch = self.emit(None)
-            self.block(stmt.then, ctx)
+            self.dead_block(stmt.then, ctx, cond.const == 0)
             if stmt.orelse:
                 jump = self.emit(None)
-                self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
-                self.block(stmt.orelse, ctx)
+                self.nodes[branch] = Branch(cond, len(self.nodes))
+                self.dead_block(stmt.orelse, ctx, cond.const not in (None, 0))
                 self.nodes[jump] = Jump(len(self.nodes))
             else:
-                self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
+                self.nodes[branch] = Branch(cond, len(self.nodes))
         else:
             raise PipelineError("this statement cannot stand here", stmt.pos.line,
                                 stmt.pos.column)
+
+    def dead_block(self, stmts, ctx, dead: bool) -> None:
+        """A branch's block; `dead` when a constant condition means it never runs."""
+        self.scope.dead += dead
+        try:
+            self.block(stmts, ctx)
+        finally:
+            self.scope.dead -= dead
 
     def declare(self, stmt: Decl) -> None:
         if stmt.type == "int":

@@ -23,7 +23,13 @@ from functools import lru_cache
 from app.sim.program import Program
 
 from .agents import AgentBuilder, substitute
-from .declarations import ArrayDecl, cluster_size, declarations
+from .declarations import (
+    ArrayDecl,
+    cluster_constants,
+    cluster_shape,
+    cta_constants,
+    declarations,
+)
 from .errors import ParamError, PipelineError
 from .exprs import Scope, constant
 from .limits import (
@@ -47,8 +53,9 @@ from .syntax import Agent, Helper, Index
 @lru_cache(maxsize=256)
 def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Program:
     """The engine program for these parameter values (`resolve_params` checked them)."""
-    constants = dict(values)
-    ctas = cluster_size(pipeline)
+    shape = cluster_shape(pipeline, dict(values))
+    ctas = shape[0] * shape[1]
+    constants = {**dict(values), **cluster_constants(shape)}
     arrays, barriers, stages, tensors, tmems = declarations(pipeline, constants, ctas)
     kinds = {name: decl.kind for name, decl in arrays.items()}
     user_helpers = {h.name: h for h in pipeline.module.items if isinstance(h, Helper)}
@@ -67,7 +74,7 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                 name = item.name if item.dim is None else f"{item.name}{rank}"
                 if ctas > 1:
                     name = f"cta{cta}.{name}"
-                here = {**constants, "rank": rank, "cta": cta, "cluster_size": ctas}
+                here = {**constants, **cta_constants(shape, cta), "rank": rank}
                 builder = AgentBuilder(pipeline.text, arrays, here, user_helpers)
                 agents.append(builder.build(name, item))
     if not agents:
@@ -78,7 +85,7 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
 
 
 __all__ = ["Pipeline", "load", "instantiate", "resolve_params", "check_requires", "sha256",
-           "cluster_size", "ArrayDecl", "AgentBuilder", "substitute", "BUILTIN_CONSTANTS",
+           "cluster_shape", "ArrayDecl", "AgentBuilder", "substitute", "BUILTIN_CONSTANTS",
            "ParamError", "PipelineError", "Index", "MAX_SOURCE_BYTES", "MAX_AGENTS",
            "MAX_BARRIERS", "MAX_STAGES", "MAX_CHUNKS", "MAX_LINES", "MAX_NODES",
            "MAX_REGISTERS", "MAX_ELEMENTS", "MAX_HELPER_DEPTH", "MAX_CLUSTER", "PARAM_LIMIT"]

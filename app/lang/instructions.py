@@ -119,22 +119,31 @@ class Operands:
             if not decl.indexed:
                 raise self.error(f"`{name}` is not an array", node)
             index_expr = compile_expr(index, self.scope)
-            if index_expr.const is not None and not 0 <= index_expr.const < decl.size:
+            if (index_expr.const is not None and not 0 <= index_expr.const < decl.size
+                    and not self.scope.dead):
                 raise self.error(f"`{name}[{index_expr.const}]` is out of range: `{name}` has "
                                  f"{decl.size} element(s)", node)
-        if remote is not None and decl.ctas == 1:
-            raise self.error(f"`mapa`: `{name}` is not in shared memory of a cluster (declare "
-                             "`cluster N;`)", node)
         if remote is not None:
-            self._remote(node, kind)
+            self._remote(node, kind, name, decl, remote)
         own = self.scope.constants.get("cta", 0) if decl.ctas > 1 else 0
         if remote is not None:
             return Ref(name, decl.base, decl.size, index_expr, remote, decl.ctas), offset
         return Ref(name, decl.base + own * decl.size, decl.size, index_expr), offset
 
-    def _remote(self, node, kind: str) -> None:
+    def _remote(self, node, kind: str, name: str, decl, cta) -> None:
         """A `[mapa(object, cta)]` operand: an object in another CTA's shared memory (PTX's
-        `.shared::cluster` window), where the form allows one."""
+        `.shared::cluster` window), where the form allows one. A program without `cluster`
+        is a cluster of one CTA, where `mapa(object, 0)` is the object itself; a constant CTA
+        outside the cluster is refused where the line can run, and stops the run
+        (`out_of_bounds`) where it is computed."""
+        if kind not in ("barrier", "smem"):
+            raise self.error(f"`mapa`: `{name}` is a {kind}, not in shared memory", node)
+        if cta.const is not None and not 0 <= cta.const < decl.ctas and not self.scope.dead:
+            shape = self.scope.constants.get("cluster_size", decl.ctas)
+            raise self.error(f"`mapa({name}, {cta.const})`: the cluster has {shape} CTA(s), "
+                             f"ranks 0..{shape - 1}", node,
+                             hint="a line that never runs may name any CTA: guard it with a "
+                                  "constant test, like `if (cluster_size > 1) { ... }`")
         form = self.parsed.form
         if form.remote:
             noun = {"smem": "stage"}.get(kind, kind)

@@ -93,7 +93,10 @@ class Func:
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    size: int
+    """`cluster X;` or `cluster X, Y;`: the cluster's shape in CTAs (expressions over
+    parameters)."""
+
+    dims: tuple
     pos: Pos
 
 
@@ -419,7 +422,7 @@ class ToAst(Transformer):
         return Func(str(children[0]), tuple(children[1]), _pos(meta))
 
     def cluster(self, meta, children):
-        return Cluster(_int(children[0]), _pos(meta))
+        return Cluster(tuple(children), _pos(meta))
 
 
 @cache
