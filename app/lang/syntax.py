@@ -385,6 +385,11 @@ class ToAst(Transformer):
         target, op, value = children
         return Simple(target, str(op), value, _pos(meta))
 
+    def method(self, meta, children):
+        """`s.advance(n)`: a PipelineState's method, an update like `++s`."""
+        name, method, value = children
+        return Simple((str(name), None), f".{method}", value, _pos(meta))
+
     def assign_plain(self, meta, children):
         target, value = children
         return Simple(target, "=", value, _pos(meta))

@@ -123,23 +123,23 @@ def test_a_pipeline_state_cannot_go_back():
     assert err.hint == "CUTLASS's PipelineState has `++s` and `s.advance(n)`, no `--`"
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
-def test_conditional_and_min_max_in_c_compute_what_the_engine_computes(tmp_path):
-    text = ("agent a {\n    int x = 0;\n    int y = 0;\n    int z = 0;\n"
-            "    x = y < z ? min(y, z - 3) : max(y * 2, -z) + (z ? 1 : 2);\n"
-            "    x = y ? z ? 3 : 4 : min(max(y, z), 7);\n"
-            "    x -= 1;\n}\n")
-    prog = program(text)
-    exprs = [e for node in prog.agents[0].nodes if isinstance(node, Line)
-             for _, e in node.args[0] if e.const is None]
-    assert len(exprs) == 3
+def line_exprs(prog) -> list:
+    return [e for agent in prog.agents for node in agent.nodes
+            if isinstance(node, Line) and node.kind == "assign"
+            for _, e in node.args[0] if e.const is None]
+
+
+def c_matches_engine(tmp_path, exprs: list, n_regs: int, low: int, high: int) -> None:
+    """Each expression in C (app.capture.cexpr) over random registers gives the engine's value."""
     rng = random.Random(3)
-    rows = [[0, 0, 0, rng.randint(-9, 9), rng.randint(-9, 9), rng.randint(-9, 9)]
-            for _ in range(60)]
+    rows = [[0] + [rng.randint(low, high) for _ in range(n_regs)] for _ in range(60)]
     body = "\n".join(f'    printf("%lld\\n", (long long)({c_expr(e, lambda i: f"r[{i}]")}));'
                      for e in exprs)
     src = tmp_path / "e.c"
-    src.write_text("#include <stdio.h>\nint main(void) {\n    long long rows[][6] = {\n"
+    src.write_text("#include <stdio.h>\n"
+                   "static long long pl_div(long long a, long long b) { return b ? a / b : 0; }\n"
+                   "static long long pl_mod(long long a, long long b) { return b ? a % b : 0; }\n"
+                   f"int main(void) {{\n    long long rows[][{n_regs + 1}] = {{\n"
                    + "".join("        {" + ", ".join(map(str, row)) + "},\n" for row in rows)
                    + f"    }};\n    for (int k = 0; k < {len(rows)}; k++) {{\n"
                    "    long long* r = rows[k];\n" + body + "\n    }\n    return 0;\n}\n")
@@ -147,6 +147,17 @@ def test_conditional_and_min_max_in_c_compute_what_the_engine_computes(tmp_path)
     got = [int(v) for v in subprocess.run([str(tmp_path / "e")], capture_output=True,
                                           text=True, check=True).stdout.split()]
     assert got == [function(e)(row) for row in rows for e in exprs]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_conditional_and_min_max_in_c_compute_what_the_engine_computes(tmp_path):
+    text = ("agent a {\n    int x = 0;\n    int y = 0;\n    int z = 0;\n"
+            "    x = y < z ? min(y, z - 3) : max(y * 2, -z) + (z ? 1 : 2);\n"
+            "    x = y ? z ? 3 : 4 : min(max(y, z), 7);\n"
+            "    x -= 1;\n}\n")
+    exprs = line_exprs(program(text))
+    assert len(exprs) == 3
+    c_matches_engine(tmp_path, exprs, 5, -9, 9)
 
 
 def test_expressions_reach_a_kernel(tmp_path):
@@ -247,3 +258,91 @@ def test_clusters_and_mapa_reach_a_kernel(tmp_path):
     assert "#define CLUSTER 4" in cuda
     cuda = nvcc_compiles(tmp_path, NO_CLUSTER)
     assert "#define CLUSTER 1" in cuda and "mapa_u32(" in cuda
+
+
+# ------------------------------------------------------------ PipelineState copy and advance(n)
+
+ADVANCE = """
+param stages = 3 in 1..8 "stages";
+param start = 0 in 0..1 "the first state's phase";
+barrier b = 1;
+agent a {
+    PipelineState<stages> s = make_producer_start_state();
+    PipelineState<stages> t = s;
+    int ok = 1;
+    int first = 0;
+    for (int n = 0; n < 3 * stages + 2; ++n) {
+        s.advance(n);
+        for (int j = 0; j < n; ++j) {
+            ++t;
+        }
+        ok = ok && s.index == t.index && s.phase == t.phase && s.count == t.count;
+        first = n == 0 ? s.phase : first;
+    }
+    PipelineState<stages> u = s;
+    u = t; u += 1;
+    mbarrier.arrive.shared::cta.b64 _, [b];
+}
+"""
+
+
+def final_registers(r: Run, agent: int = 0) -> dict[str, int]:
+    machine = r.machine_at(r.total_steps)
+    names = machine.agents[agent].registers
+    return {name: machine.regs[agent][i + 1] for i, name in enumerate(names)}
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3, 5])
+def test_advance_n_is_n_increments_as_cutlass_writes_it(stages):
+    r = run(ADVANCE, {"stages": stages})
+    assert r.status == "done"
+    regs = final_registers(r)
+    assert regs["ok"] == 1 and regs["first"] == 1  # a copy took the producer's start phase
+    total = sum(range(3 * stages + 2))
+    assert regs["s.count"] == total and regs["s.index"] == total % stages
+    assert regs["s.phase"] == 1 ^ (total // stages) % 2
+    assert (regs["u.index"], regs["u.count"]) == ((total + 1) % stages, total + 1)
+    copies = [s for s in steps(r) if s["op"] == "u = t; u += 1"]
+    assert len(copies) == 1  # one line, one step
+
+
+@pytest.mark.parametrize(("old", "new", "message", "column_text"), [
+    ("PipelineState<stages> t = s;", "PipelineState<2> t = s;",
+     "`s` is a PipelineState<3>; `t` is a PipelineState<2>", "s;"),
+    ("u = t; u += 1;", "u = ok;",
+     "`u` is a PipelineState: assign it another one, or one of its fields", "u = ok;"),
+    ("s.advance(n);", "s.advance(s.index);", "`s.advance(...)`: the count reads `s` itself",
+     "s.index"),
+    ("s.advance(n);", "s.advance(-1);", "a PipelineState advances by 0..2^32-1; got -1", "-1"),
+    ("s.advance(n);", "s.retreat(n);", "a PipelineState has no method `retreat`",
+     "s.retreat"),
+    ("s.advance(n);", "ok.advance(n);", "`ok.advance(...)`: only a PipelineState has methods",
+     "ok.advance"),
+])
+def test_pipeline_state_errors(old, new, message, column_text):
+    text = ADVANCE.replace(old, new)
+    err = error_of(text)
+    assert err.message == message
+    assert at(text, err).startswith(column_text)
+
+
+def test_advance_by_a_negative_register_stops_the_run():
+    text = ADVANCE.replace("s.advance(n);", "s.advance(n - 1);")
+    r = run(text)
+    assert r.status == "undefined_behavior"
+    assert r.diagnostics[-1]["rule"] == "operand_range"
+
+
+def test_pipeline_state_copy_and_advance_reach_a_kernel(tmp_path):
+    cuda = nvcc_compiles(tmp_path, ADVANCE)
+    assert "pl_div(" in cuda and "r_u_index = r_t_index;" in cuda
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_advance_in_c_computes_what_the_engine_computes(tmp_path):
+    text = ("agent a {\n    PipelineState<3> s;\n    int n = 0;\n"
+            "    s.advance(n);\n    s += n + 4;\n}\n")
+    prog = program(text)
+    exprs = line_exprs(prog)
+    assert len(exprs) == 6
+    c_matches_engine(tmp_path, exprs, len(prog.agents[0].registers), 0, 9)
