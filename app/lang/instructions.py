@@ -4,6 +4,11 @@ The opcode is read against the instruction table (app/lang/opcodes.py: the forms
 app/sim registers), which fills `Line.sem` / `Line.scope` with PTX's defaults and `Line.flags`
 with the modelled modifiers; the operands are then read in the form's order by the reader of its
 line kind. The opcode stays in the trace as written. docs/language.md lists every form.
+
+A new instruction is lowered in three places: its opcode's head in `OPCODE` of pipeline.lark
+(if the head is new), its `Form` row in its family's `FAMILY.forms` in app/sim/families (which
+also registers the line handler of its kind), and its operand reader under that kind in its
+family's table below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own to `READERS`).
 """
 
 from __future__ import annotations
@@ -114,22 +119,31 @@ class Operands:
             if not decl.indexed:
                 raise self.error(f"`{name}` is not an array", node)
             index_expr = compile_expr(index, self.scope)
-            if index_expr.const is not None and not 0 <= index_expr.const < decl.size:
+            if (index_expr.const is not None and not 0 <= index_expr.const < decl.size
+                    and not self.scope.dead):
                 raise self.error(f"`{name}[{index_expr.const}]` is out of range: `{name}` has "
                                  f"{decl.size} element(s)", node)
-        if remote is not None and decl.ctas == 1:
-            raise self.error(f"`mapa`: `{name}` is not in shared memory of a cluster (declare "
-                             "`cluster N;`)", node)
         if remote is not None:
-            self._remote(node, kind)
+            self._remote(node, kind, name, decl, remote)
         own = self.scope.constants.get("cta", 0) if decl.ctas > 1 else 0
         if remote is not None:
             return Ref(name, decl.base, decl.size, index_expr, remote, decl.ctas), offset
         return Ref(name, decl.base + own * decl.size, decl.size, index_expr), offset
 
-    def _remote(self, node, kind: str) -> None:
+    def _remote(self, node, kind: str, name: str, decl, cta) -> None:
         """A `[mapa(object, cta)]` operand: an object in another CTA's shared memory (PTX's
-        `.shared::cluster` window), where the form allows one."""
+        `.shared::cluster` window), where the form allows one. A program without `cluster`
+        is a cluster of one CTA, where `mapa(object, 0)` is the object itself; a constant CTA
+        outside the cluster is refused where the line can run, and stops the run
+        (`out_of_bounds`) where it is computed."""
+        if kind not in ("barrier", "smem"):
+            raise self.error(f"`mapa`: `{name}` is a {kind}, not in shared memory", node)
+        if cta.const is not None and not 0 <= cta.const < decl.ctas and not self.scope.dead:
+            shape = self.scope.constants.get("cluster_size", decl.ctas)
+            raise self.error(f"`mapa({name}, {cta.const})`: the cluster has {shape} CTA(s), "
+                             f"ranks 0..{shape - 1}", node,
+                             hint="a line that never runs may name any CTA: guard it with a "
+                                  "constant test, like `if (cluster_size > 1) { ... }`")
         form = self.parsed.form
         if form.remote:
             noun = {"smem": "stage"}.get(kind, kind)
@@ -279,7 +293,7 @@ def _st_global(o: Operands) -> tuple:
     return (ref,)
 
 
-READERS = {
+MBARRIER = {
     "init": lambda o: (o.ref("barrier")[0], o.value("the arrival count")),
     "inval": lambda o: (o.ref("barrier")[0],),
     "arrive": _arrive,
@@ -289,19 +303,34 @@ READERS = {
     "complete_tx": lambda o: (o.ref("barrier")[0], o.value("txCount")),
     "wait_parity": _wait(parity=True),
     "wait_token": _wait(parity=False),
+}
+"""app/sim/families/sync.py's kinds."""
+
+BULK_COPIES = {
     "load": _load,
     "store": _store,
     "commit_group": lambda o: (),
     "wait_group": _wait_group,
+}
+"""app/sim/families/copies.py's kinds."""
+
+SMEM = {
     "proxy_fence": lambda o: (),
     "ld_shared": lambda o: (o.dest(), o.ref("smem")[0], o.tile()),
     "st_shared": lambda o: (o.ref("smem")[0], o.tile()),
     "ld_global": lambda o: (o.dest(), o.ref("tensor")[0]),
     "st_global": _st_global,
+}
+"""app/sim/families/smem.py's kinds."""
+
+TENSOR_CORE = {
     "mma": lambda o: (o.ref("tmem")[0], o.ref("smem")[0], o.tile()),
     "tc_commit": lambda o: (o.ref("barrier")[0],),
     "tc_fence": lambda o: (),
     "tc_ld": lambda o: (o.dest(), o.ref("tmem")[0]),
     "tc_wait_ld": lambda o: (),
 }
+"""app/sim/families/tensor_core.py's kinds."""
+
+READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

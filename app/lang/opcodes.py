@@ -50,7 +50,7 @@ NOT_YET = (
         "a spin on `mbarrier.test_wait` needs no sleep: every schedule is explored"),
 )
 """Instructions of families the engine does not have yet (named barriers, cluster barriers,
-wgmma, ...): each moves into its family's `FORMS` when that family is written."""
+wgmma, ...): each moves into its family's `FAMILY.forms` when that family is written."""
 
 FAMILIES = (*((f.name, f.forms) for f in ENGINE_FAMILIES if f.forms),
             ("families the engine does not have yet (app/lang/opcodes.py)", NOT_YET))

@@ -179,8 +179,15 @@ def _shr(a: int, b: int) -> int:
     return a >> _shift_amount(b)
 
 
+def _uint(v: int) -> int:
+    """A count CUTLASS takes as `uint32_t` (`PipelineState::advance(num_iterations)`)."""
+    if 0 <= v < 2**32:
+        return v
+    raise ProgramError("operand_range", f"a PipelineState advances by 0..2^32-1; got {v}")
+
+
 _NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr,
-              "int": int, "bool": bool}
+              "int": int, "bool": bool, "min": min, "max": max, "_uint": _uint}
 _FUNCTIONS: dict[str, object] = {}
 
 
