@@ -332,5 +332,43 @@ TENSOR_CORE = {
 }
 """app/sim/families/tensor_core.py's kinds."""
 
-READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE}
+def _named_barrier(o: Operands) -> tuple:
+    """`a{, b}`: the barrier 0..15 and the thread count (required for `arrive`)."""
+    bar_id = o.value("the barrier id `a` (0..15)")
+    if not o.items and o.parsed.form.kind == "bar_arrive":
+        raise o.error(f"`{o.parsed.form.stem}` takes its thread count `b` (PTX 9.7.13.1: a "
+                      "non-zero thread count is required for `arrive`)")
+    return (bar_id, o.value("the thread count `b`") if o.items else None)
+
+
+NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}
+"""app/sim/families/named_barrier.py's kinds."""
+
+
+def _membermask(o: Operands) -> Expr:
+    """A warp's `membermask`: only every lane (0xffffffff) is modelled."""
+    node = o.items[0] if o.items else None
+    mask = o.value("the membermask")
+    if mask.const != 0xFFFFFFFF:
+        raise o.error("only the full membermask (0xffffffff) is modelled", node,
+                      hint="an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all "
+                           "take part")
+    return mask
+
+
+def _elect(o: Operands) -> tuple:
+    """`d|p, membermask`: the leader's laneid and the leader predicate (`_` drops either)."""
+    node = o.items.pop(0) if o.items else None
+    if not (isinstance(node, BinOp) and node.op == "|" and isinstance(node.left, Name)
+            and isinstance(node.right, Name)):
+        raise o.error("expected `d|p`: the leader's laneid and the leader predicate", node,
+                      hint="write `_|is_leader` to keep only the predicate (PTX 9.7.13.14)")
+    regs = o.scope.registers
+    return (regs.get(node.left.name, SINK), regs.get(node.right.name, SINK), _membermask(o))
+
+
+WARP = {"elect": _elect, "warp_sync": lambda o: (_membermask(o),)}
+"""app/sim/families/warp.py's kinds."""
+
+READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **NAMED_BARRIERS, **WARP}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

@@ -21,16 +21,8 @@ from app.sim.isa import Form, Gap, Slot
 from .errors import PipelineError
 
 NOT_YET = (
-    Gap("bar", "9.7.13.1", "named barriers (`bar`, `barrier`) are not modelled yet",
-        "an mbarrier (`mbarrier.arrive` / `mbarrier.try_wait.parity`) orders the same threads"),
-    Gap("barrier", "9.7.13.1", "named barriers (`bar`, `barrier`) are not modelled yet",
-        "an mbarrier (`mbarrier.arrive` / `mbarrier.try_wait.parity`) orders the same threads"),
-    Gap("bar.warp.sync", "9.7.13.2", "`bar.warp.sync` is not modelled yet",
-        "an agent is a warp already"),
     Gap("barrier.cluster", "9.7.13.3", "cluster barriers (`barrier.cluster`) are not modelled "
                                        "yet"),
-    Gap("elect.sync", "9.7.13.14", "`elect.sync` is not modelled yet",
-        "an agent is one elected thread already"),
     Gap("griddepcontrol", "9.7.13.13", "`griddepcontrol` is not modelled yet"),
     Gap("clusterlaunchcontrol", "9.7.13.17", "`clusterlaunchcontrol` is not modelled yet"),
     Gap("tensormap", "9.7.9.28", "tensor maps (`tensormap.*`) are not modelled yet"),

@@ -199,6 +199,10 @@ class Agent:
     dim: object
     body: tuple
     pos: Pos
+    warps: object = None
+    """`warps N`: the agent stands for N warps in lockstep (a warpgroup is `warps 4`)."""
+    lanes: object = None
+    """`lanes N`: lanes 0..N-1 of the agent's one warp run its code as N movers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,8 +299,15 @@ class ToAst(Transformer):
         return Array("tmem", str(children[0]), None, pos=_pos(meta))
 
     def agent(self, meta, children):
-        name, dim, body = children
-        return Agent(str(name), dim, body, _pos(meta))
+        name, dim, *shape, body = children
+        shape = dict(shape)
+        return Agent(str(name), dim, body, _pos(meta), shape.get("warps"), shape.get("lanes"))
+
+    def warps(self, meta, children):
+        return ("warps", children[0])
+
+    def lanes(self, meta, children):
+        return ("lanes", children[0])
 
     def names(self, meta, children):
         return tuple(str(c) for c in children)

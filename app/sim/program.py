@@ -138,6 +138,15 @@ class AgentProgram:
     iteration: int | None
     """Register whose value is the snapshot's `iteration` (the outermost loop counter)."""
     cta: int = 0
+    warps: int = 1
+    """Warps the agent stands for, in lockstep: 32 threads each at a named barrier; a
+    warpgroup (`setmaxnreg`) is 4."""
+    lanes: int = 1
+    """Movers its one warp is split into (`agent producer lanes 4`), each running its code."""
+    lane: int = 0
+    """This mover's lane in its warp (`%laneid`; `elect.sync` elects lane 0)."""
+    warp: int | None = None
+    """The agent number of its warp's lane 0 (None: the agent is a warp of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
