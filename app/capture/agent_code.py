@@ -216,7 +216,7 @@ class AgentWriter:
         self._log("complete_tx", "0", "b", "v")
 
     def _wait_parity(self, a) -> None:
-        dest, bar, parity, blocking = a
+        dest, bar, parity, blocking, hint = a
         addr = self.barrier(bar)
         self.emit(f"const i64 parity = {self.expr(parity)};", 2)
         self.emit(f"if (parity != 0 && parity != 1) {{ err_code = {ERROR_OPERAND_RANGE}; "
@@ -239,7 +239,7 @@ class AgentWriter:
             self.emit("if (!ok) goto timed_out;", 2)
 
     def _wait_token(self, a) -> None:
-        dest, bar, token, blocking = a
+        dest, bar, token, blocking, hint = a
         addr = self.barrier(bar)
         tok = f"tok_{self.reg(token)}"
         self.tokens.add(token)

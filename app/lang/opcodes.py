@@ -21,8 +21,6 @@ from app.sim.isa import Form, Gap, Slot
 from .errors import PipelineError
 
 NOT_YET = (
-    Gap("barrier.cluster", "9.7.13.3", "cluster barriers (`barrier.cluster`) are not modelled "
-                                       "yet"),
     Gap("griddepcontrol", "9.7.13.13", "`griddepcontrol` is not modelled yet"),
     Gap("clusterlaunchcontrol", "9.7.13.17", "`clusterlaunchcontrol` is not modelled yet"),
     Gap("tensormap", "9.7.9.28", "tensor maps (`tensormap.*`) are not modelled yet"),
@@ -36,8 +34,6 @@ NOT_YET = (
     Gap("multimem.cp.async.bulk", "9.7.9.26", "`multimem.cp.async.bulk` is not modelled yet"),
     Gap("wgmma", "9.7.15.5.2", "warpgroup MMAs (`wgmma`) are not modelled yet",
         "the engine models the tensor core's `tcgen05.mma`"),
-    Gap("setmaxnreg", "9.7.19.5", "`setmaxnreg` is not modelled yet",
-        "registers are not a resource the engine tracks"),
     Gap("nanosleep", "9.7.19.2", "`nanosleep` is not modelled yet",
         "a spin on `mbarrier.test_wait` needs no sleep: every schedule is explored"),
 )

@@ -33,6 +33,7 @@ from ..core import (
     STORE,
     W_ASYNC,
     barrier_op,
+    init_known,
     op_name,
     remote_access,
     tile_index,
@@ -95,6 +96,8 @@ def _load(m, a, r, args, record) -> None:
                                                 f"the cluster of {ctas}")
         targets = [(stage + (c - own) * stage_size, b + (c - own) * bar_size)
                    for c in range(ctas) if mask >> c & 1]
+    for _, target in targets:
+        init_known(m, a, target, record, "issued a copy that completes bytes on")
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
