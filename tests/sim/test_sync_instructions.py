@@ -398,3 +398,33 @@ def test_setmaxnreg_is_refused_outside_a_warpgroup_or_without_a_launch_count(tex
     with pytest.raises(PipelineError) as err:
         config(text)
     assert err.value.message == message
+
+
+# ------------------------------------------------------------------------- the trace document
+
+@pytest.mark.parametrize("name", ["named_barrier", "elected_lane", "cluster_init"])
+def test_their_traces_validate_against_the_schema(name):
+    import json
+
+    import jsonschema
+
+    from app.sim import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    r = run(source(name))
+    jsonschema.validate(r.document(), schema)
+    for moves in (["compute", "compute", "load"],) if name == "named_barrier" else ():
+        jsonschema.validate(run(source(name), moves=moves).document(), schema)
+
+
+def test_a_setmaxnreg_and_a_warp_trace_validate_against_the_schema():
+    import json
+
+    import jsonschema
+
+    from app.sim import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.validate(run(REGS).document(), schema)
+    jsonschema.validate(run("agent p lanes 2 { int d = 0; int e = 0; elect.sync d|e, "
+                            "0xffffffff; __syncwarp(); }").document(), schema)
