@@ -56,6 +56,19 @@ async def known_query(connection: HTTPConnection) -> None:
                                                 f"{', '.join(sorted(known)) or 'none'}")
 
 
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app, scope) -> list[str]:
+    """Every method some route of the path takes, found by asking the routes with each method
+    (an included router answers for its own routes)."""
+    out = set()
+    for route in app.router.routes:
+        out |= {m for m in METHODS
+                if route.matches({**scope, "method": m})[0] is Match.FULL}
+    return sorted(out)
+
+
 MAX_ECHO = 200
 """Longest `input` echoed back in a validation error; a 10,000-op body is not sent back whole."""
 
@@ -107,13 +120,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = dict(exc.headers or {})
-        if exc.status_code == 405:  # name every method of the path, not one route's
-            methods = set()
-            for route in request.app.router.routes:
-                if getattr(route, "methods", None) and route.matches(request.scope)[0] in (
-                        Match.FULL, Match.PARTIAL):
-                    methods |= route.methods
-            headers["Allow"] = ", ".join(sorted(methods))
+        if exc.status_code == 405 and not headers.get("Allow"):
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
                             headers=headers)
 

@@ -65,7 +65,7 @@ class TokenFields(RunSpec):
     v: Annotated[StrictInt, Field(ge=1, le=1)]
     kind: Annotated[StrictStr, Field(max_length=20)]
     picks: Annotated[list[tuple[Annotated[StrictInt, Field(ge=1, le=SESSION_STEP_LIMIT)],
-                                Annotated[StrictInt, Field(ge=0, le=255)]]],
+                                Annotated[StrictInt, Field(ge=0, le=2**32 - 1)]]],
                      Field(max_length=MAX_PICKS)] = []
     step: Step
     issued: Annotated[StrictInt, Field(ge=0, le=2**40)]
@@ -81,7 +81,13 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """The bytes of a canonical unpadded base64url text; any other spelling of them (padding,
+    stray characters, other values of a last character's unused bits) is a `ValueError`, so one
+    id has one spelling."""
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical spelling")
+    return data
 
 
 def _mac(payload: bytes) -> bytes:

@@ -15,6 +15,7 @@ import contextlib
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import ProcessPoolExecutor
@@ -25,7 +26,7 @@ from app.sim.machine import MoveError
 
 
 class Busy(Exception):
-    """Every worker is busy and the queue is full."""
+    """Every worker is busy and the queue is full (or a worker cannot be started now)."""
 
     def __init__(self, what: str, retry_after: int = 5):
         super().__init__(what)
@@ -38,14 +39,34 @@ _flags = None
 _reports = None
 
 
-def _init(flags, reports, nice: int) -> None:
+def _init(flags, reports, nice: int, parent: int) -> None:
     """Runs first in each worker. The workers run at a lower priority than the server: on a
-    small machine a search takes the idle CPU, not the event loop's."""
+    small machine a search takes the idle CPU, not the event loop's. A worker whose server
+    process dies (even by SIGKILL, which runs no clean-up) exits within `WATCH_S`."""
     global _flags, _reports
     _flags, _reports = flags, reports
     if nice:
         with contextlib.suppress(OSError, AttributeError):
             os.nice(nice)
+    watched = os.getppid() if parent < 0 else parent
+    threading.Thread(target=_watch_parent, args=(watched,), name="parent-watch",
+                     daemon=True).start()
+
+
+GRACE_S = 3.0
+"""How long shutdown waits for cancelled jobs before it terminates their workers."""
+WATCH_S = 0.5
+"""How often a worker looks whether the server process that started it is still there."""
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit once the parent is gone: the worker is then a child of another process (init, a
+    subreaper), so `getppid` changes; a watch thread, unlike PR_SET_PDEATHSIG, does not fire
+    when merely the thread that started the worker ends."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(70)
+        time.sleep(WATCH_S)
 
 
 class Flag:
@@ -108,18 +129,32 @@ class WorkPool:
         return self.limit - len(self.free)
 
     def start(self) -> ProcessPoolExecutor:
+        """The executor, started on first use. What it needs from the system (shared memory
+        in /dev/shm for the flags and the report queue's locks, processes) may be missing:
+        `Busy` then, which the API answers with 503 and Retry-After."""
+        if self.executor is None:
+            try:
+                self._start()
+            except OSError as err:
+                self.executor = None
+                raise Busy(f"cannot start a {self.name} worker now ({err.strerror or err}); "
+                           "try again soon", retry_after=30) from None
+        return self.executor
+
+    def _start(self) -> None:
         if self.executor is None:
             context = multiprocessing.get_context(self.start_method)
             self.flags = context.RawArray("b", self.limit)
             self.reports = context.SimpleQueue()
+            # the forkserver, not this process, is the parent of its workers
+            parent = -1 if self.start_method == "forkserver" else os.getpid()
             self.executor = ProcessPoolExecutor(self.workers, mp_context=context,
                                                 initializer=_init,
                                                 initargs=(self.flags, self.reports,
-                                                          self.nice))
+                                                          self.nice, parent))
             self.reader = threading.Thread(target=self._read, name=f"{self.name}-reports",
                                            daemon=True)
             self.reader.start()
-        return self.executor
 
     def _read(self) -> None:
         reports = self.reports
@@ -156,6 +191,11 @@ class WorkPool:
                 self.listeners[slot] = (asyncio.get_running_loop(), progress)
             future = executor.submit(_call, slot, fn, args, progress is not None,
                                      cancellable or progress is not None)
+        except (OSError, BrokenProcessPool) as err:  # no process or shared memory to be had
+            self._release(slot)
+            self.reset()
+            raise Busy(f"cannot start a {self.name} worker now ({err}); try again soon",
+                       retry_after=30) from None
         except BaseException:
             self._release(slot)
             raise
@@ -183,15 +223,31 @@ class WorkPool:
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
-    def shutdown(self) -> None:
-        """Stop the workers (running jobs are told to cancel) and the report reader."""
+    def shutdown(self, grace_s: float = GRACE_S) -> None:
+        """Stop the workers: running jobs are told to cancel and get `grace_s` to stop; a
+        worker still busy then (a loop that does not look at its flag) is terminated, then
+        killed. Then the report reader stops."""
         executor, self.executor = self.executor, None
         if executor is None:
             return
         if self.flags is not None:
             for i in range(self.limit):
                 self.flags[i] = 1
-        executor.shutdown(wait=True, cancel_futures=True)
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + grace_s
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(1.0)
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+        manager = getattr(executor, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=2)
         with contextlib.suppress(OSError, ValueError):
             self.reports.put(None)
         if self.reader is not None:

@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from app.api import sse, stream
+from app.api.encode import PRIVATE_IMMUTABLE
 from app.api.errors import fail
 from app.api.responses import JSON_ONLY, SESSION_ERRORS, errors
 from app.api.routes.pipelines import check_size
@@ -184,7 +185,9 @@ async def snapshot(session_id: SessionId, step: Annotated[int, Path(ge=0, le=SES
     """The state after any step of the session's run, without moving its cursor."""
     token, entry = await open_token(session_id)
     record, snap, ready = entry.frame(clamp_step(step, entry, "path"))
-    return answer({"step": step, "record": record, "snapshot": snap, "ready": ready})
+    response = answer({"step": step, "record": record, "snapshot": snap, "ready": ready})
+    response.headers["cache-control"] = PRIVATE_IMMUTABLE
+    return response
 
 
 @router.get("/{session_id}/trace", response_class=Response, responses=SESSION_ERRORS)
@@ -198,7 +201,8 @@ async def trace(session_id: SessionId,
 
     token, entry = await open_token(session_id)
     return await window_document(entry, first, last, snapshots,
-                                 lambda a, b: document(token, entry, a, b, snapshots))
+                                 lambda a, b: document(token, entry, a, b, snapshots),
+                                 PRIVATE_IMMUTABLE)
 
 
 @router.websocket("/{session_id}/ws")
