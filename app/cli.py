@@ -157,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             import uvicorn
 
+            from app.core.wire import uvicorn_options
+
             uvicorn.run("app.main:app", host=args.host, port=args.port, workers=args.workers,
-                        ws_per_message_deflate=args.ws_deflate)
+                        ws_per_message_deflate=args.ws_deflate, **uvicorn_options())
             return 0
         if args.command == "trace":
             return cmd_trace(args)
