@@ -57,7 +57,7 @@ async def _trickle(port: int, head: bytes, drip: bytes, every: float, until: flo
         while time.monotonic() < until:
             try:
                 chunk = await asyncio.wait_for(reader.read(4096), every)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 writer.write(drip)
                 try:
                     await writer.drain()
