@@ -62,6 +62,12 @@ class Settings:
     check_max_memory_mb: int = field(
         default_factory=lambda: _int("MBI_CHECK_MAX_MEMORY_MB", 1024))
     """Megabytes one check may keep in stored states."""
+    build_timeout_s: float = field(default_factory=lambda: _float("MBI_BUILD_TIMEOUT_S", 30))
+    """Seconds one build (a run, a parsed pipeline, an exported page) may take, from the moment
+    it is asked for; past that its worker stops it and the answer is 503."""
+    worker_max_memory_mb: int = field(
+        default_factory=lambda: _int("MBI_WORKER_MAX_MEMORY_MB", 2048))
+    """Resident megabytes a build worker may reach in one job before it is stopped (503)."""
     pool_start_method: str = field(
         default_factory=lambda: os.environ.get("MBI_POOL_START", "spawn"))
     """How worker processes start: `spawn` (safe beside threads) or `fork` / `forkserver`."""

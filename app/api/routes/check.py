@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -26,6 +27,7 @@ from app.api.runstore import find_scenario
 from app.api.work import builds, checks, unless_gone
 from app.check.engine import Limits
 from app.check.service import (
+    CHECK_GRACE_S,
     DEFAULT_MAX_STATES,
     DEFAULT_TIMEOUT_S,
     MAX_MEMORY,
@@ -34,6 +36,7 @@ from app.check.service import (
     InternalError,
     check_job,
     check_source_job,
+    check_within,
     resolve_source,
 )
 from app.core.pool import Busy
@@ -89,6 +92,9 @@ class _Job:
 
     def __init__(self, body: CheckRequest, location: str):
         self.limits = Limits(body.max_states, body.timeout_s, MAX_MEMORY, body.stop_at_first)
+        self.timeout_s = body.timeout_s
+        self.until = time.time() + body.timeout_s + CHECK_GRACE_S
+        """When the answer is due, from the request's arrival (a wait for a worker counts)."""
         params = body.params if isinstance(body.params, dict) else params_dict(body.params)
         if (body.source is None) == (body.scenario is None):
             raise fail(422, location, "scenario" if body.source is None else "source",
@@ -111,7 +117,11 @@ class _Job:
         self.fn, self.work = check_job, (scenario, cfg, self.limits)
 
     def args(self) -> tuple:
-        return (self.fn, *self.work)
+        """What the pool runs: the check with the time it has left when it starts."""
+        return (check_within, self.until, self.fn, *self.work)
+
+    def watched(self) -> dict:
+        return {"until": self.until + 0.5}  # the watchdog's backstop, past the check's own
 
     async def ready(self) -> _Job:
         """A pipeline text is parsed and resolved once in the build pool before the check
@@ -127,7 +137,13 @@ async def post_check(body: CheckRequest, request: Request):
     """Check every schedule; the whole answer at once."""
     job = await _Job(body, "body").ready()
     try:
-        result = await unless_gone(request, checks.run(*job.args(), cancellable=True))
+        result = await asyncio.wait_for(
+            unless_gone(request, checks.run(*job.args(), cancellable=True, **job.watched())),
+            max(0.0, job.until - time.time()) + 0.5)
+    except TimeoutError:
+        raise Busy(f"no check worker was free within this check's timeout_s "
+                   f"({job.timeout_s:g} s): {checks.running} checks are running or queued; "
+                   "try again soon", retry_after=max(1, round(job.timeout_s))) from None
     except InternalError as err:  # the one 500: a consistency check failed, named for a report
         return JSONResponse({"detail": str(err)}, status_code=500)
     if result is None:  # the client has gone; no one reads this
@@ -183,7 +199,7 @@ def _stream(job: _Job):
 
     async def work() -> None:
         try:
-            result = await checks.run(*job.args(),
+            result = await checks.run(*job.args(), **job.watched(),
                                       progress=lambda p: queue.put_nowait(("progress", p)))
             queue.put_nowait(("result", result))  # JSON text already
         except Busy as err:
