@@ -155,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
+            import os
+
             import uvicorn
 
+            os.environ["MBI_WORKERS"] = str(args.workers)  # its processes share the host's
             from app.core.wire import uvicorn_options
 
             uvicorn.run("app.main:app", host=args.host, port=args.port, workers=args.workers,

@@ -15,6 +15,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import secrets
 import time
 import zlib
 from collections import OrderedDict
@@ -69,11 +70,17 @@ class TokenFields(RunSpec):
                      Field(max_length=MAX_PICKS)] = []
     step: Step
     issued: Annotated[StrictInt, Field(ge=0, le=2**40)]
+    c: Annotated[StrictStr, Field(pattern="^[0-9a-f]{16}$")] | None = None
+    """The session's client stamp: made by `POST /sessions`, kept by every step."""
 
 
 @cache
 def _key() -> bytes:
     return session_key(settings)
+
+
+def new_client() -> str:
+    return secrets.token_hex(8)
 
 
 def _b64(data: bytes) -> str:
@@ -104,6 +111,9 @@ class SessionToken:
 
     key: RunKey
     step: int
+    client: str = ""
+    """A stamp every id of one session (one student) carries: its share of the server
+    (app.core.clients). Ids from before it have none, and count as their address."""
 
     def encode(self, now: float | None = None) -> str:
         key = self.key
@@ -113,6 +123,8 @@ class SessionToken:
         fields = {"v": 1, **where, "params": dict(key.params),
                   "bugs": list(key.bugs), "kind": key.schedule.kind, "seed": key.schedule.seed,
                   "picks": key.picks, "step": self.step, "issued": issued}
+        if self.client:
+            fields["c"] = self.client
         payload = json.dumps(fields, separators=(",", ":")).encode()
         if len(payload) > 600:  # only ids with many picks: compressing costs more than the bytes
             payload = b"z" + zlib.compress(payload, 6)
@@ -163,7 +175,7 @@ class SessionToken:
         key = RunKey(fields.scenario or "", tuple(sorted(
             params_dict(fields.params).items())),
             tuple(fields.bugs), schedule, tuple(fields.picks), source=source)
-        return cls(key, fields.step)
+        return cls(key, fields.step, fields.c or "")
 
 
 def _check_age(now: float, issued: int) -> None:

@@ -62,6 +62,10 @@ class Settings:
     check_max_memory_mb: int = field(
         default_factory=lambda: _int("MBI_CHECK_MAX_MEMORY_MB", 1024))
     """Megabytes one check may keep in stored states."""
+    run_cache_mb: int = field(default_factory=lambda: _int("MBI_RUN_CACHE_MB", 1024))
+    """Megabytes of built runs the host keeps, shared by its server processes (`workers`)."""
+    workers: int = field(default_factory=lambda: _int("MBI_WORKERS", 1))
+    """Server processes on this host (`serve --workers` sets it for its processes)."""
     build_timeout_s: float = field(default_factory=lambda: _float("MBI_BUILD_TIMEOUT_S", 30))
     """Seconds one build (a run, a parsed pipeline, an exported page) may take, from the moment
     it is asked for; past that its worker stops it and the answer is 503."""
@@ -77,6 +81,35 @@ class Settings:
     """Commands a WebSocket may send per second (a burst of as many is allowed)."""
     ws_send_buffer: int = field(default_factory=lambda: _int("MBI_WS_SEND_BUFFER", 256 << 10))
     """Bytes queued for a WebSocket client that does not read before it is dropped."""
+    # ------------------------------------------------ each client's share (app.core.clients)
+    rate_per_address: float = field(default_factory=lambda: _float("MBI_RATE_PER_ADDRESS", 300))
+    """API requests a second from one address (a class behind one NAT is one address)."""
+    rate_burst_address: float = field(
+        default_factory=lambda: _float("MBI_RATE_BURST_ADDRESS", 600))
+    rate_per_session: float = field(default_factory=lambda: _float("MBI_RATE_PER_SESSION", 100))
+    """Requests a second for one session (one student: every id its steps give)."""
+    rate_burst_session: float = field(
+        default_factory=lambda: _float("MBI_RATE_BURST_SESSION", 500))
+    build_share_session: float = field(
+        default_factory=lambda: _float("MBI_BUILD_SHARE_SESSION", 0.2))
+    """Seconds of build worker time a session earns a second (a fifth of a worker)."""
+    build_burst_session_s: float = field(
+        default_factory=lambda: _float("MBI_BUILD_BURST_SESSION_S", 10))
+    build_share_address: float = field(
+        default_factory=lambda: _float("MBI_BUILD_SHARE_ADDRESS", 0.5))
+    """Seconds of build worker time an address earns a second."""
+    build_burst_address_s: float = field(
+        default_factory=lambda: _float("MBI_BUILD_BURST_ADDRESS_S", 120))
+    checks_per_address: int = field(default_factory=lambda: _int("MBI_CHECKS_PER_ADDRESS", 3))
+    """Checks one address may have running or queued (of `check_concurrency + check_queue`,
+    4 by default): one client always leaves a slot to the others, a class behind one NAT
+    loses one."""
+    streams_per_session: int = field(
+        default_factory=lambda: _int("MBI_STREAMS_PER_SESSION", 4))
+    """Open WebSockets and SSE streams of one session."""
+    streams_per_address: int = field(
+        default_factory=lambda: _int("MBI_STREAMS_PER_ADDRESS", 500))
+    """Open streams from one address (of `max_sessions`)."""
     # ------------------------------------------------------ the wire (app.core.wire)
     max_url_bytes: int = field(default_factory=lambda: _int("MBI_MAX_URL_BYTES", 64 << 10))
     """Longest request target (414 past it): a session id is at most 16,000 characters."""

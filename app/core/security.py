@@ -4,7 +4,8 @@ One plain ASGI middleware (`Guard`; the decorator kind would wrap every call in 
 - request bodies are bounded before they are parsed (413 past `settings.max_body_bytes`), a POST
   with a body must say `application/json`, and a body-less POST may not claim a form type (so
   another site cannot drive a session with a "simple" cross-site request, which skips CORS
-  preflight); JSON is checked for nesting depth and integer length, with a 422 naming the field;
+  preflight); JSON is checked for nesting depth, keys per object and integer length, with a
+  422 naming the field;
 - every answer gets `X-Content-Type-Options: nosniff` and `Referrer-Policy`; pages get a CSP built
   from configuration only (never from the Host header), framable only under `/embed/`;
 - WebSockets are accepted only on socket routes and from allowed origins, compared exactly (a
@@ -23,10 +24,13 @@ import secrets
 import time
 from pathlib import Path
 
+from app.core.clients import TooMany, address, requests_by_address
 from app.core.config import Settings, settings
 
 MAX_DEPTH = 32
 """Deepest JSON nesting a body may have (the API's own bodies nest 3 deep)."""
+MAX_KEYS = 256
+"""Most keys one JSON object of a body may have (the API's own objects have at most 64)."""
 MAX_INT_DIGITS = 20
 """Longest integer literal in a body (int64 has 19 digits)."""
 JSON_TYPE = "application/json"
@@ -193,6 +197,9 @@ def check_json(body: bytes) -> None:
         if len(path) > MAX_DEPTH + 1:
             raise BodyError(path[:MAX_DEPTH + 1], f"JSON nests deeper than {MAX_DEPTH} levels")
         if isinstance(node, dict):
+            if len(node) > MAX_KEYS:
+                raise BodyError(path, f"a JSON object has at most {MAX_KEYS} keys; this one "
+                                      f"has {len(node):,}")
             stack.extend((v, [*path, k[:60]]) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, [*path, i]) for i, v in enumerate(node))
@@ -228,6 +235,17 @@ class Guard:
             return await self.socket(scope, receive, send)
         if kind != "http":
             return await self.app(scope, receive, send)
+        if scope["path"].startswith("/api/"):
+            try:
+                requests_by_address.take(address(scope))
+            except TooMany as err:
+                start, body = _error(429, ["server", "rate"],
+                                     f"{err.what}: past this server's share for one address; "
+                                     f"retry after {err.retry_after} s",
+                                     ((b"retry-after", str(err.retry_after).encode()),))
+                await send(start)
+                await send({"type": "http.response.body", "body": body})
+                return
         headers = dict(scope["headers"])
         if scope["method"] == "POST":
             refused = await self.check_post(scope, headers, receive)

@@ -39,6 +39,8 @@ from app.check.service import (
     check_within,
     resolve_source,
 )
+from app.core.clients import address, checks_held
+from app.core.config import settings
 from app.core.pool import Busy
 from app.scenarios import PARAM_NAMES, ParamError
 
@@ -137,9 +139,12 @@ async def post_check(body: CheckRequest, request: Request):
     """Check every schedule; the whole answer at once."""
     job = await _Job(body, "body").ready()
     try:
-        result = await asyncio.wait_for(
-            unless_gone(request, checks.run(*job.args(), cancellable=True, **job.watched())),
-            max(0.0, job.until - time.time()) + 0.5)
+        with checks_held.hold(address(request.scope), settings.checks_per_address,
+                              retry_after=max(1, round(job.timeout_s))):
+            result = await asyncio.wait_for(
+                unless_gone(request, checks.run(*job.args(), cancellable=True,
+                                                **job.watched())),
+                max(0.0, job.until - time.time()) + 0.5)
     except TimeoutError:
         raise Busy(f"no check worker was free within this check's timeout_s "
                    f"({job.timeout_s:g} s): {checks.running} checks are running or queued; "
@@ -154,9 +159,9 @@ async def post_check(body: CheckRequest, request: Request):
 @router.post("/stream", response_class=StreamingResponse,
              responses=errors(422, 503, ok_body="progress events, then the result",
                               ok_type="sse"))
-async def post_check_stream(body: CheckRequest):
+async def post_check_stream(body: CheckRequest, request: Request):
     """The same check as server-sent events: `progress` events, then one `result` event."""
-    return _stream(await _Job(body, "body").ready())
+    return _stream(await _Job(body, "body").ready(), address(request.scope))
 
 
 @router.get("/stream", response_class=StreamingResponse,
@@ -186,15 +191,16 @@ async def get_check_stream(
         scenario=scenario, params=Params(**params),
         bugs=[b.strip() for b in bugs.split(",") if b.strip()], max_states=max_states,
         timeout_s=timeout_s, stop_at_first=stop_at_first)
-    return _stream(await _Job(body, "query").ready())
+    return _stream(await _Job(body, "query").ready(), address(request.scope))
 
 
-def _stream(job: _Job):
+def _stream(job: _Job, where: str):
     """Start the check in a worker now and stream what it reports; a client that goes away
     cancels it (the generator is closed, which cancels the task that awaits the worker)."""
     if not checks.free:
         raise Busy(f"{checks.running} check jobs are running or queued on this server; "
                    "try again soon")
+    checks_held.take(where, settings.checks_per_address, max(1, round(job.timeout_s)))
     queue: asyncio.Queue = asyncio.Queue()
 
     async def work() -> None:
@@ -206,6 +212,8 @@ def _stream(job: _Job):
             queue.put_nowait(("error", {"detail": str(err)}))
         except Exception as err:  # reported to the client, not swallowed
             queue.put_nowait(("error", {"detail": f"{type(err).__name__}: {err}"}))
+        finally:
+            checks_held.give(where)
 
     task = asyncio.ensure_future(work())
     return StreamingResponse(_events(queue, task), media_type="text/event-stream",

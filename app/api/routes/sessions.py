@@ -27,13 +27,22 @@ from app.api.runstore import SESSION_STEP_LIMIT, canonical_key, store
 from app.api.session import (
     answer,
     clamp_step,
+    clients_of,
     document,
     open_token,
     step_session,
     view,
 )
-from app.api.token import MAX_PICKS, MAX_TOKEN_CHARS, RunSpec, Seed, SessionToken
+from app.api.token import (
+    MAX_PICKS,
+    MAX_TOKEN_CHARS,
+    RunSpec,
+    Seed,
+    SessionToken,
+    new_client,
+)
 from app.api.work import builds
+from app.core.clients import address
 from app.core.config import settings
 from app.scenarios import ParamError
 
@@ -90,7 +99,7 @@ SessionId = Annotated[str, Path(max_length=MAX_TOKEN_CHARS)]
 
 @router.post("", status_code=201, response_class=Response,
              responses=errors(422, 503, ok=201, ok_body="a session view"))
-async def create_session(body: SessionCreate) -> Response:
+async def create_session(body: SessionCreate, request: Request) -> Response:
     """A new session at `step` (0 by default), with its layout and the run's diagnostics."""
     schedule_in = body.schedule
     if isinstance(schedule_in, str):
@@ -118,8 +127,10 @@ async def create_session(body: SessionCreate) -> Response:
         if named:
             raise ParamError("picks", "give either moves or picks, not both")
         named = [(i + 1, name) for i, name in enumerate(moves)]
-    entry = await store.get(key, named or None)
-    token = SessionToken(entry.key, clamp_step(body.step, entry))
+    client = new_client()
+    entry = await store.get(key, named or None,
+                            clients=(address(request.scope), f"s:{client}"))
+    token = SessionToken(entry.key, clamp_step(body.step, entry), client)
     return answer(view(token, entry, layout=True), 201)
 
 
@@ -175,7 +186,8 @@ async def reset(session_id: SessionId) -> Response:
     """Step 0 of the schedule's own run: the picks are forgotten."""
     token, _ = await open_token(session_id)
     key = replace(token.key, picks=())
-    return answer(view(SessionToken(key, 0), await store.get(key), layout=True))
+    return answer(view(replace(token, key=key, step=0),
+                       await store.get(key, clients=clients_of(token)), layout=True))
 
 
 @router.get("/{session_id}/snapshots/{step}", response_class=Response,

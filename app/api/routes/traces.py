@@ -20,6 +20,7 @@ from app.api.encode import IMMUTABLE, compact_json, json_response
 from app.api.responses import errors
 from app.api.runs import MAX_SEED, param_query, parse_schedule, scenario_or_404
 from app.api.runstore import TRACE_LIMIT, Entry, canonical_key, store
+from app.core.clients import address
 from app.core.config import settings
 from app.export.perfetto import to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
@@ -95,7 +96,7 @@ async def get_trace(
               "chunk_bytes": chunk_bytes, "consumers": consumers}
     key = canonical_key(scenario.id, params, bugs, parse_schedule(schedule, seed, moves),
                         TRACE_LIMIT)
-    entry = await store.get(key)
+    entry = await store.get(key, clients=(address(request.scope),))
     return await window_document(entry, first, last, snapshots,
                                  lambda a, b: entry.run.document(a, b, snapshots), IMMUTABLE)
 
