@@ -284,7 +284,7 @@ def main() -> int:
                                                 args.seconds / 2))[0])
     with server(deflate=not args.no_deflate) as (base, port, pid):
         first = httpx.post(f"{base}/api/v1/sessions", json={
-            "scenario": "double_buffer_tma", "params": {"tiles": 5000}}).json()["id"]
+            "scenario": "double_buffer_tma", "params": {"tiles": 5000}}, timeout=120).json()["id"]
         asyncio.run(throughput(port, step_paths(first), 2, 1.0))  # warm the run cache
         rates = {"bare": [], "step": []}
         lat = {"bare": [], "step": []}
