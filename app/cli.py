@@ -156,10 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
+            import os
+
             import uvicorn
 
+            os.environ["MBI_WORKERS"] = str(args.workers)  # its processes share the host's
+            from app.core.wire import uvicorn_options
+
             uvicorn.run("app.main:app", host=args.host, port=args.port, workers=args.workers,
-                        ws_per_message_deflate=args.ws_deflate)
+                        ws_per_message_deflate=args.ws_deflate, **uvicorn_options())
             return 0
         if args.command == "trace":
             return cmd_trace(args)
