@@ -48,6 +48,7 @@ NF = 11
 WORD = 30
 """Bits per word of a bit set (knowledge, stage barriers, generic reads)."""
 CONTROL_LIMIT = 10_000
+MAX_OPS = 64
 
 
 class NotExported(ValueError):
@@ -190,9 +191,14 @@ class Exporter:
             self.roff.append(off)
             off += 1 + len(agent.registers)
         self.nr = max(off, 1)
-        loads = sum(1 for a in p.agents for n in a.nodes if isinstance(n, Line)
-                    and n.kind in ("load", "store"))
-        self.max_ops = max_ops or max(1, min(64, 2 * max(1, self.ns) * p.cluster + 2 * loads))
+        storers = sum(1 for a in p.agents if any(isinstance(n, Line) and n.kind == "store"
+                                                 for n in a.nodes))
+        multicast = any(isinstance(n, Line) and n.kind == "load" and n.args[5] is not None
+                        for a in p.agents for n in a.nodes)
+        self.max_ops = max_ops or max(1, min(MAX_OPS, max(1, self.ns) * (1 + storers)
+                                             * (p.cluster if multicast else 1)))
+        """Room for copies in flight (every stage loading, each storer storing every stage);
+        pan stops at `assert(NOPS < NOPSMAX)` past it and the runner doubles it."""
         self.tmp = 0
         self.options: dict[int, list[str]] = {}
 
@@ -347,14 +353,15 @@ class Exporter:
         owed_vals = [0] * (max(self.ns, 1) * self.nt)
         for (s, tile), mask in owed:
             owed_vals[s * self.nt + self._dense(tile)] = mask
-        arr("int", "OWED", owed_vals)
+        arr("byte" if self.na <= 8 else "short", "OWED", owed_vals)
         arr("int", "R", [v for r in regs for v in r])
         arr("int", "OP", [0] * (self.max_ops * NF))
         decl.append("byte NOPS;")
         arr("int", "BULK", list(bulk))
-        arr("bit", "OBS", list(observed))
-        arr("int", "LED", [v for x in ledger for v in x])
-        arr("int", "HELD", list(held))
+        pad = 0 if self.nb else 1  # a program without barriers: arrays of one unused barrier
+        arr("bit", "OBS", list(observed) + [0] * pad)
+        arr("int", "LED", [v for x in ledger for v in x] + [0] * (3 * pad))
+        arr("int", "HELD", list(held) + [0] * pad)
         has, par, ph = [0] * (self.na * nb), [0] * (self.na * nb), [0] * (self.na * nb)
         for (a, b), (parity, phase) in waits:
             has[a * nb + b], par[a * nb + b], ph[a * nb + b] = 1, parity, phase
@@ -363,7 +370,8 @@ class Exporter:
         arr("int", "W_ph", ph)
         arr("int", "SB", [w for mask in stage_bars for w in self._split(mask, self.wb)])
         arr("int", "KN", [w for mask in know for w in self._split(mask, self.wk)])
-        arr("int", "CAR", [w for mask in carried for w in self._split(mask, self.wk)])
+        arr("int", "CAR", [w for mask in carried for w in self._split(mask, self.wk)]
+            + [0] * (4 * pad * self.wk))
         arr("int", "GR", [w for mask in generic_reads for w in self._split(mask, self.ws)])
         decl.append("byte ST;")
         if STATUS[status]:
@@ -608,7 +616,7 @@ class Exporter:
                 f"  :: ST == {RUNNING} && i1 >= {CONTROL_LIMIT} -> DIAG(UNDEFINED_BEHAVIOR);"
                 f" ST = {UNDEFINED}; break",
                 f"  :: ST == {RUNNING} && i1 < {CONTROL_LIMIT} && !({stop}) -> i1++;",
-                "     if", *opts, "     fi", "  od", "}"]
+                "     if", *opts, "  :: else -> skip", "     fi", "  od", "}"]
 
     def _blocker(self, a: int, node: Line) -> str | None:
         if node.kind == "wait_parity":

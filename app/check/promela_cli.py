@@ -74,7 +74,7 @@ def run_promela(args: argparse.Namespace) -> int:
         f"  livelock: spin -DLIVELOCK -a {name} && gcc -O2 -DNP -DVECTORSZ=65536 -o pan pan.c "
         "&& ./pan -l -f -E -m1000000\n"
         f"  states: spin -DCOUNT -a {name} && gcc -O2 -DSAFETY -DNOREDUCE -DVECTORSZ=65536 "
-        "-o pan pan.c && ./pan -A -E -m1000000\n"
+        "-o pan pan.c && ./pan -E -m1000000\n"
         f"  then: mbarrier-inspector trail {name}.trail\n")
     return 0
 

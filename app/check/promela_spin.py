@@ -21,10 +21,10 @@ from pathlib import Path
 from app.sim.config import PipelineConfig
 from app.sim.machine import Machine
 
-from .promela import KINDS, Model, export
+from .promela import KINDS, MAX_OPS, Exporter, Model, export
 
 HEADER = "/* mbarrier-inspector-config: "
-GCC_FLAGS = ("-O2", "-w", "-DVECTORSZ=65536")
+GCC_FLAGS = ("-w", "-DVECTORSZ=65536", "-DMEMLIM=2048")
 """With -DSAFETY (safety, deadlock) or -DNP (livelock); -DNOREDUCE where states are counted."""
 PAN_DEPTH = 1_000_000
 LIVELOCK = "livelock"
@@ -37,6 +37,10 @@ class SpinMissing(RuntimeError):
 
 class SpinError(RuntimeError):
     """spin, gcc or pan failed, or pan's answer cannot be read."""
+
+
+class TooFewOps(SpinError):
+    """The export's table of copies in flight was too small (`max_ops`)."""
 
 
 def tools() -> tuple[str, str]:
@@ -96,7 +100,7 @@ class Pan:
     """One exported model built into pan in `workdir` (mode: "safety", "livelock", "count")."""
 
     def __init__(self, text: str, workdir: Path, mode: str = "safety",
-                 timeout: float | None = None):
+                 timeout: float | None = None, optimize: str = "-O2"):
         spin, gcc = tools()
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -110,7 +114,7 @@ class Pan:
         self.generate_s = time.perf_counter() - start
         flags = {"safety": ["-DSAFETY"], "livelock": ["-DNP"],
                  "count": ["-DSAFETY", "-DNOREDUCE"]}[mode]
-        self.gcc_flags = [*GCC_FLAGS, *flags]
+        self.gcc_flags = [optimize, *GCC_FLAGS, *flags]
         start = time.perf_counter()
         _run([gcc, *self.gcc_flags, "-o", "pan", "pan.c"], self.workdir, timeout=timeout)
         self.compile_s = time.perf_counter() - start
@@ -118,7 +122,7 @@ class Pan:
     def pan_flags(self, kind: str | None) -> list[str]:
         flags = [f"-m{PAN_DEPTH}"]
         if self.mode == "count":
-            return [*flags, "-A", "-E"]
+            return [*flags, "-E"]
         if kind == LIVELOCK:
             return [*flags, "-l", "-f", "-E"]
         if kind == DEADLOCK:
@@ -134,15 +138,16 @@ class Pan:
         out = _run(["./pan", *self.pan_flags(kind)], self.workdir, {"MBI_QUERY": query},
                    self.timeout)
         seconds = time.perf_counter() - start
-        if "NOPS<NOPSMAX" in out.replace(" ", ""):
-            raise SpinError("the export's table of copies in flight is too small for this "
+        if "assertion violated (NOPS<" in out:
+            raise TooFewOps("the export's table of copies in flight is too small for this "
                             "configuration (pass a larger max_ops)")
         errors = _number(r"errors: (\d+)", out)
         states = _number(r"(\d+) states, stored", out)
         depth = _number(r"depth reached (\d+)", out)
         if errors is None or states is None:
             raise SpinError(f"pan's answer cannot be read: {out.strip()[-400:]}")
-        complete = "max search depth too small" not in out and "out of memory" not in out
+        complete = not any(s in out for s in ("max search depth too small", "out of memory",
+                                              "reached -DMEMLIM"))
         reached = errors > 0
         if reached:
             expected = {LIVELOCK: "non-progress cycle", DEADLOCK: "invalid end state"}.get(
@@ -200,20 +205,41 @@ def schedule(cfg: PipelineConfig, moves: list[tuple[str, int]]) -> list[str]:
 
 
 def reachable(cfg: PipelineConfig, workdir: Path, kinds=KINDS, livelock: bool = False,
-              timeout: float | None = None) -> dict[str, PanRun]:
-    """Every kind asked, one pan run each (and the livelock variant when asked)."""
-    text = export(cfg).text
-    pan = Pan(text, Path(workdir) / "safety", "safety", timeout)
+              timeout: float | None = None, optimize: str = "-O2") -> dict[str, PanRun]:
+    """Every kind asked, one pan run each (and the livelock variant when asked); the table of
+    copies in flight is doubled until it is large enough."""
+    return _roomy(cfg, lambda ops: _reachable(cfg, Path(workdir), kinds, livelock, timeout,
+                                                   optimize, ops))
+
+
+def _reachable(cfg, workdir, kinds, livelock, timeout, optimize, max_ops
+               ) -> dict[str, PanRun]:
+    text = export(cfg, max_ops).text
+    pan = Pan(text, workdir / "safety", "safety", timeout, optimize)
     out = {kind: pan.run(kind) for kind in kinds}
     if livelock:
-        out[LIVELOCK] = Pan(text, Path(workdir) / "livelock", "livelock", timeout).run(LIVELOCK)
+        out[LIVELOCK] = Pan(text, workdir / "livelock", "livelock", timeout, optimize
+                            ).run(LIVELOCK)
     return out
 
 
-def count_states(cfg: PipelineConfig, workdir: Path, timeout: float | None = None) -> PanRun:
+def count_states(cfg: PipelineConfig, workdir: Path, timeout: float | None = None,
+                 optimize: str = "-O2") -> PanRun:
     """pan's stored states of the COUNT variant (no reduction): the unreduced search's states
     plus one, the state before the initialising step (docs/checker.md)."""
-    return Pan(export(cfg).text, Path(workdir), "count", timeout).run(None)
+    return _roomy(cfg, lambda ops: Pan(export(cfg, ops).text, Path(workdir), "count", timeout,
+                                       optimize).run(None))
+
+
+def _roomy(cfg: PipelineConfig, attempt):
+    ops = Exporter(cfg).max_ops
+    while True:
+        try:
+            return attempt(ops)
+        except TooFewOps:
+            if ops >= MAX_OPS:
+                raise
+            ops = min(MAX_OPS, 2 * ops)
 
 
 __all__ = ["KINDS", "Model", "Pan", "PanRun", "SpinError", "SpinMissing", "count_states",
