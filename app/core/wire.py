@@ -94,6 +94,9 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def _header_timeout(self) -> None:
         self.header_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._arm_header_timer()  # a pipelined request behind an answer still streaming
+            return
         if self.in_headers and not self.transport.is_closing():
             self.lingering = True
             _reply(self.transport, 408, "Request Timeout", "headers",

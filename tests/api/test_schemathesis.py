@@ -26,7 +26,7 @@ CONFIG = SchemathesisConfig.from_dict({"checks": {"positive_data_acceptance": {
     # Each field's schema bounds are the widest over the catalogue; a scenario may allow less,
     # and some rules join fields (a chunk divides its tile, a bug toggle belongs to a scenario):
     # those answer 422 naming the field, which is still a documented answer.
-    "expected-statuses": ["2xx", "404", "409", "410", "422", "503"]}}})
+    "expected-statuses": ["2xx", "404", "409", "410", "422", "429", "503"]}}})
 schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
 
 SCENARIOS = list(catalogue())
