@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -181,7 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamError, MoveError) as err:
         field = f"{err.field}: " if isinstance(err, ParamError) else ""
         parser.error(f"{field}{err}")
+    except BrokenPipeError:
+        return _reader_gone()
     return 2
+
+
+def _reader_gone() -> int:
+    """The reader of stdout left (`| head`): no traceback, and the shell's status for SIGPIPE,
+    which no verdict uses (0 safe, 1 unsafe, 2 usage, 3 internal)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 
