@@ -225,7 +225,9 @@ def playing(base: str, pid: int, sessions: int, probes: int, speed: float, secon
         return base.replace("http", "ws") + f"/api/v1/sessions/{created.json()['id']}/ws"
 
     url = url_for(1)
-    urls = [url_for(seed) for seed in range(2, sessions + 2)] if distinct else [url] * sessions
+    # each student its own session (ids of one session may hold only a few streams); without
+    # `distinct`, all of one run, whose frames they then share
+    urls = [url_for(seed if distinct else 1) for seed in range(2, sessions + 2)]
     context = multiprocessing.get_context("spawn")
     connected, go, results = context.Event(), context.Event(), context.Queue()
     process = context.Process(target=players_process,
@@ -240,7 +242,8 @@ def playing(base: str, pid: int, sessions: int, probes: int, speed: float, secon
         rtts: list[float] = []
 
         async def probe_all():
-            await asyncio.gather(*(prober(url, seconds - 1, rtts) for _ in range(probes)))
+            await asyncio.gather(*(prober(url_for(1), seconds - 1, rtts)
+                                   for _ in range(probes)))
 
         asyncio.run(asyncio.wait_for(probe_all(), seconds + 30))
         gaps, counts = results.get(timeout=seconds + 60)
