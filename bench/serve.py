@@ -224,7 +224,6 @@ def playing(base: str, pid: int, sessions: int, probes: int, speed: float, secon
             "seed": seed}, timeout=60)
         return base.replace("http", "ws") + f"/api/v1/sessions/{created.json()['id']}/ws"
 
-    url = url_for(1)
     # each student its own session (ids of one session may hold only a few streams); without
     # `distinct`, all of one run, whose frames they then share
     urls = [url_for(seed if distinct else 1) for seed in range(2, sessions + 2)]
