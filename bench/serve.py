@@ -51,7 +51,6 @@ def served_flags() -> list[str]:
 
     o = uvicorn_options()
     return ["--http", o["http"], "--timeout-keep-alive", str(o["timeout_keep_alive"]),
-            "--limit-concurrency", str(o["limit_concurrency"]),
             "--timeout-graceful-shutdown", str(o["timeout_graceful_shutdown"]),
             "--ws-max-size", str(o["ws_max_size"]), "--ws-ping-interval",
             str(o["ws_ping_interval"]), "--ws-ping-timeout", str(o["ws_ping_timeout"])]
