@@ -63,7 +63,9 @@ def folder(name: str) -> Path:
     packaged = resources.files("app") / name
     if isinstance(packaged, Path) and packaged.is_dir():
         return packaged
-    for checkout in (editable_checkout(), checkout_here()):
+    # The checkout this module was imported from wins over the install's record of another one
+    # (a second worktree run with PYTHONPATH serves its own files, not the install's).
+    for checkout in (checkout_here(), editable_checkout()):
         if checkout is not None and (checkout / name).is_dir():
             return checkout / name
     raise MissingResources(

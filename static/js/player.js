@@ -9,6 +9,8 @@ class Emitter {
   constructor() { this.handlers = {}; }
   on(type, handler) { (this.handlers[type] ||= []).push(handler); return this; }
   emit(type, value) { for (const handler of this.handlers[type] || []) handler(value); }
+  /** A closed player draws nothing more: its page moved on to another run. */
+  forget() { this.handlers = {}; }
 }
 
 export const SPEEDS = [1, 2, 4, 8, 15, 30];
@@ -90,7 +92,7 @@ export class SessionPlayer extends Emitter {
   setSpeed(speed) { this.send({type: "speed", steps_per_s: speed}); }
   /** Forget the steps chosen by hand: the schedule's own run, at step 0. */
   reset() { this.send({type: "reset"}); }
-  close() { this.socket.close(); }
+  close() { this.socket.close(); this.forget(); }
 }
 
 export class LocalPlayer extends Emitter {
@@ -143,7 +145,7 @@ export class LocalPlayer extends Emitter {
 
   toggle() { if (this.frame.playing) this.pause(); else this.play(); }
   setSpeed(speed) { this.set({speed}); }
-  close() { this.pause(); }
+  close() { this.pause(); this.forget(); }
 }
 
 /** The step record and snapshot at `step` of a trace document held in memory. */

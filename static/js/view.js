@@ -27,7 +27,9 @@ export class RunView {
     }
   }
 
-  setLayout(layout) { this.layout = layout; }
+  /** A new run: the frame held belongs to the old one (its stages, chunks and agents may not
+   *  exist in this layout), so nothing is drawn until a frame of this run arrives. */
+  setLayout(layout) { this.layout = layout; this.frame = null; }
   setTimeline(model) { this.timeline = model; if (this.frame) this.drawTimeline(); }
   setDiagnostics(list) { this.diagnostics = list || []; if (this.frame) this.update(this.frame); }
   setManual(on) {

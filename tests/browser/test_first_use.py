@@ -1,0 +1,98 @@
+"""What a student and an instructor hit on a first use (issue 21), each as the browser shows it:
+a re-run with another shape, the register a step names, a line a toggle deletes, the compare
+view's first divergence, prediction questions, panels that stay put, /author's messages, the
+language reference, embeds, line numbers, the replay's pills. Screenshots under test-artifacts/."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import shot
+from tests.browser.test_author import copied, open_author, run_source, sha
+from tests.browser.test_inspector import expect_step
+
+pytestmark = pytest.mark.browser
+
+RING3 = """// Three stages of 2,048-byte tiles landing in 1,024-byte chunks.
+param tiles = 4 in 1..50 "tiles";
+
+tensor  tile[tiles] bytes 2048;
+smem    stage[3] bytes 2048 chunk 1024;
+barrier full[3] = 1;
+barrier empty[3] = 1;
+
+agent producer {
+    int phase = 1;
+    int s = 0;
+    for (int i = 0; i < tiles; ++i) {
+        mbarrier.try_wait.parity.shared::cta.b64 p, [empty[s]], phase;
+        mbarrier.arrive.expect_tx.shared::cta.b64 _, [full[s]], 2048;
+        cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [stage[s]], [tile[i]], 2048, [full[s]];
+        ++s;
+        if (s == 3) { s = 0; phase ^= 1; }
+    }
+}
+
+agent consumer {
+    int phase = 0;
+    int s = 0;
+    for (int i = 0; i < tiles; ++i) {
+        mbarrier.try_wait.parity.shared::cta.b64 p, [full[s]], phase;
+        ld.shared x, [stage[s]], tile[i];
+        mbarrier.arrive.shared::cta.b64 _, [empty[s]];
+        ++s;
+        if (s == 3) { s = 0; phase ^= 1; }
+    }
+}
+"""  # noqa: E501 - a pipeline's lines are as long as PTX makes them
+
+
+def step_to(page, step: int):
+    page.locator('[data-control="scrubber"]').fill(str(step))
+    expect_step(page, step)
+
+
+# ------------------------------------------------------------------ item 1: a re-run reshapes
+
+
+def test_a_rerun_with_fewer_chunks_per_stage_draws_the_new_run(page):
+    """The first run (single_barrier: 1 stage of 4 chunks) stands at a step; the next has 3
+    stages of 2 chunks. Every panel, the counter and the keys follow the new run."""
+    open_author(page)
+    step_to(page, 7)
+    run_source(page, RING3)
+    expect(page.locator(".stage[data-stage]")).to_have_count(3)
+    for stage in page.locator(".stage[data-stage]").all():
+        expect(stage.locator(".chunk")).to_have_count(2)
+    total = page.locator(".counter .total").inner_text()
+    assert int(total) > 20, total
+    expect_step(page, 0)
+    page.keyboard.press("ArrowRight")
+    expect_step(page, 1)
+    step_to(page, int(total))
+    expect(page.locator('[data-barrier="full[0]"]')).to_have_attribute("data-valid", "true")
+    shot(page, "first-use-01-rerun-three-stages")
+
+
+def test_p_apply_with_other_parameters_shows_only_the_new_run(page):
+    """/p: Apply with another tile count re-runs; the counter, the cards and the stages are the
+    new run's at step 0 (no frame of the old run drawn on the new layout)."""
+    open_author(page)
+    run_source(page, RING3)
+    page.goto(copied(page, "inspector"))
+    expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(RING3))
+    step_to(page, 9)
+    old_total = int(page.locator(".counter .total").inner_text())
+    page.locator('#pipe-config input[name="tiles"]').fill("2")
+    page.locator("#pipe-config").evaluate("f => f.requestSubmit()")
+    expect(page.locator(".counter .total")).not_to_have_text(str(old_total))
+    expect_step(page, 0)
+    expect(page.locator('[data-barrier="full[0]"]')).to_have_attribute("data-valid", "true")
+    expect(page.locator('[data-barrier="full[0]"]')).to_have_attribute("data-tx-count", "0")
+    expect(page.locator(".stage .chunk.empty")).to_have_count(6)
+    page.locator('[data-action="end"]').click()
+    expect_step(page, int(page.locator(".counter .total").inner_text()))
+    page.locator('[data-action="reset"]').click()
+    page.keyboard.press("ArrowRight")
+    expect_step(page, 1)
