@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import shot
 from tests.browser.test_author import copied, open_author, run_source, sha
-from tests.browser.test_inspector import expect_step
+from tests.browser.test_inspector import expect_step, now_line, open_inspector
 
 pytestmark = pytest.mark.browser
 
@@ -96,3 +96,30 @@ def test_p_apply_with_other_parameters_shows_only_the_new_run(page):
     page.locator('[data-action="reset"]').click()
     page.keyboard.press("ArrowRight")
     expect_step(page, 1)
+
+
+# ---------------------------------------------------------- item 2: the register a step names
+
+
+def test_each_register_update_is_narrated_by_its_own_name(page):
+    """Step 10 of the seed lesson is `phase ^= 1`: the line names `phase`, the phase register;
+    `++s` in one's own pipeline names `s`; CUTLASS's `++pipe_state` names pipe_state."""
+    open_inspector(page, "/scenarios/single_barrier?step=10", step=10)
+    expect(now_line(page)).to_contain_text("phase is now 1 (the phase register")
+    expect(now_line(page)).not_to_contain_text("pipe_state")
+    open_inspector(page, "/scenarios/double_buffer_tma")
+    for step in range(1, 40):
+        step_to(page, step)
+        if "++pipe_state" in now_line(page).inner_text():
+            break
+    expect(now_line(page)).to_contain_text("pipe_state is now")
+    expect(now_line(page)).to_contain_text("(its phase register)")
+    open_author(page)
+    run_source(page, RING3)
+    text = ""
+    for step in range(1, 12):
+        step_to(page, step)
+        text = page.locator(".now-line").inner_text()
+        if "++s" in text:
+            break
+    assert "s is now 1" in text and "pipe_state" not in text, text
