@@ -138,6 +138,9 @@ class AgentProgram:
     iteration: int | None
     """Register whose value is the snapshot's `iteration` (the outermost loop counter)."""
     cta: int = 0
+    deleted: tuple = ()
+    """(listing index it stands before, source line, original text, comment) of each line a bug
+    toggle turned into a comment: not run, shown struck through."""
 
 
 @dataclass(frozen=True, slots=True)

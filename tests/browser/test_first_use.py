@@ -123,3 +123,52 @@ def test_each_register_update_is_narrated_by_its_own_name(page):
         if "++s" in text:
             break
     assert "s is now 1" in text and "pipe_state" not in text, text
+
+
+# ------------------------------------------------------- item 3: a line a toggle deletes shows
+
+
+LINE_NUMBER = "li => getComputedStyle(li, '::before').content.replaceAll('\"', '')"
+
+
+@pytest.mark.parametrize(("scenario", "bug", "agent", "text"), [
+    ("single_barrier", "forget_phase_toggle", "thread", "phase ^= 1;"),
+    ("double_buffer_tma", "consumer_skips_release", "consumer0", "consumer_release(pipe_state);"),
+    ("kloop_tma_mma", "missing_mma_commit", "mma", "tcgen05.commit"),
+    ("proxy_fence_store", "missing_proxy_fence", "writer", "fence.proxy.async"),
+])
+def test_a_deleted_line_is_struck_through_with_its_bug_note(page, scenario, bug, agent, text):
+    open_inspector(page, f"/scenarios/{scenario}?bugs={bug}")
+    lane = page.locator(f'.lane[data-agent="{agent}"]')
+    gone = lane.locator(".program li.deleted").first
+    expect(gone).to_be_visible()
+    expect(gone.locator("del")).to_contain_text(text)
+    expect(gone.locator(".bug-note")).to_contain_text("// BUG")
+    line = gone.get_attribute("data-deleted-line")
+    assert gone.evaluate(LINE_NUMBER) == line  # numbered as the source numbers it
+    decoration = gone.locator("del").evaluate("d => getComputedStyle(d).textDecorationLine")
+    assert "line-through" in decoration
+    if scenario == "single_barrier":
+        shot(page, "first-use-03-deleted-line")
+        for step in (9, 10, 13):
+            step_to(page, step)
+            expect(lane.locator("li.current")).to_have_count(1)
+            expect(lane.locator("li.deleted.current, li.deleted.ran")).to_have_count(0)
+    page.goto(f"/scenarios/{scenario}")
+    expect(page.locator("#inspector")).not_to_have_attribute("data-session", "")
+    expect(page.locator(f'.lane[data-agent="{agent}"] .program li').first).to_be_visible()
+    expect(page.locator(".program li.deleted")).to_have_count(0)
+
+
+def test_lane_line_numbers_are_the_source_lines_one_based(page):
+    """The seed lesson's lane numbers its lines as single_barrier.pipe does (12, 14, ...), as
+    /author and the downloaded lesson do: never 0..n."""
+    open_inspector(page, "/scenarios/single_barrier")
+    numbers = page.locator('.lane[data-agent="thread"] .program li').evaluate_all(
+        f"lis => lis.map({LINE_NUMBER})")
+    assert numbers == ["12", "14", "15", "16", "17", "18"], numbers
+    regs = page.locator('.lane[data-agent="thread"] .regs dt').all_inner_texts()
+    assert regs == ["phase", "i"], regs  # the loop variable by its own name, once
+    open_inspector(page, "/scenarios/double_buffer_tma")
+    regs = page.locator('.lane[data-agent="producer"] .regs dt').all_inner_texts()
+    assert "k" in regs and not any(r.startswith("iteration") for r in regs), regs
