@@ -172,3 +172,73 @@ def test_lane_line_numbers_are_the_source_lines_one_based(page):
     open_inspector(page, "/scenarios/double_buffer_tma")
     regs = page.locator('.lane[data-agent="producer"] .regs dt').all_inner_texts()
     assert "k" in regs and not any(r.startswith("iteration") for r in regs), regs
+
+
+# ------------------------------------------------- item 4: prediction that gives nothing away
+
+QUESTION_KINDS = """async (query) => {
+  const {question} = await import("/static/js/predict.js");
+  const doc = await (await fetch(`/api/v1/traces/${query}`)).json();
+  const kinds = [];
+  let before = {step: 0, snapshot: doc.initial, ready: []};
+  for (const record of doc.steps) {
+    const q = question(before, {record, snapshot: record.snapshot});
+    kinds.push(q ? q.kind : null);
+    before = {step: record.step, snapshot: record.snapshot, ready: []};
+  }
+  return kinds;
+}"""
+
+
+def visibility(locator) -> str:
+    return locator.evaluate("e => getComputedStyle(e).visibility")
+
+
+def test_prediction_never_asks_who_moves_next(page):
+    """The questions are about the barrier (waits, parity, bytes, reads), never the scheduler."""
+    page.goto("/barrier")
+    for query in ("double_buffer_tma?snapshots=true&consumers=2",
+                  "single_barrier?snapshots=true&bugs=forget_phase_toggle",
+                  "kloop_tma_mma?snapshots=true&schedule=random&seed=3"):
+        kinds = page.evaluate(QUESTION_KINDS, query)
+        asked = {k for k in kinds if k}
+        assert "mover" not in asked, query
+        assert {"wait", "parity", "bytes"} <= asked, (query, asked)
+    kinds = page.evaluate(QUESTION_KINDS, "single_barrier?snapshots=true&bugs=forget_phase_toggle")
+    assert kinds[9 - 1] == kinds[15 - 1] == "read"  # the whole tile 0; half of tile 1
+
+
+def test_an_open_question_hides_its_answer_and_play_closes_it(page):
+    open_inspector(page, "/scenarios/single_barrier?bugs=forget_phase_toggle&step=12&predict=1",
+                   step=12)
+    formula = page.locator('[data-run="main"] [data-formula] li[data-agent="thread"]')
+    veil = page.locator('[data-run="main"] .future-veil')
+    expect(veil).to_have_attribute("visibility", "visible")  # no parity or diagnostics ahead
+    expect(page.locator(".ahead")).to_be_hidden()
+    before = page.evaluate("() => { window.scrollTo(0, 500); return window.scrollY; }")
+    assert before > 0
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("[data-predict]")).to_have_attribute("data-predict", "wait")
+    expect_step(page, 12)
+    assert abs(page.evaluate("() => window.scrollY") - before) <= 2  # the focus did not scroll
+    # The formula shows the wait but not its verdict (which would answer "stale?").
+    expect(formula).to_contain_text("waits on bar with parity 0")
+    assert visibility(formula.locator(".verdict")) == "hidden"
+    assert visibility(formula.locator(".math").first) == "hidden"
+    shot(page, "first-use-04-question-open", full_page=False)
+    page.locator('[data-choice="stale"]').click()
+    expect_step(page, 13)
+    expect(page.locator("[data-predict-result]")).to_have_attribute("data-predict-result", "right")
+    assert visibility(formula.locator(".verdict")) == "visible"
+    step_to(page, 5)  # the answer leaves with the cursor
+    expect(page.locator("[data-predict-result]")).to_have_count(0)
+    # Play closes an open question: answering it later can neither score nor step.
+    step_to(page, 12)
+    page.locator('[data-action="step"]').click()
+    expect(page.locator("[data-choice]")).to_have_count(2)
+    score = page.locator("[data-predict-score]").inner_text()
+    page.locator('[data-action="play"]').click()
+    expect(page.locator("[data-choice]")).to_have_count(0)
+    page.locator('[data-action="play"]').click()  # pause
+    expect(page.locator('[data-action="play"]')).to_have_attribute("aria-pressed", "false")
+    expect(page.locator("[data-predict-score]")).to_have_text(score)
