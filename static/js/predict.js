@@ -6,7 +6,7 @@
 // read from the next step's record and snapshot: nothing is simulated here. Score per browser
 // session (sessionStorage).
 
-import {h, setText} from "./dom.js";
+import {h, hold, release, setText} from "./dom.js";
 
 const KEY = "mbi-predict-score";
 
@@ -121,7 +121,13 @@ export class Predictor {
     this.on = Boolean(on);
     if (this.toggle) this.toggle.checked = this.on;
     document.body.classList.toggle("predict-on", this.on);
-    if (!this.on) { this.setPending(null); this.answered = null; this.panel.hidden = true; this.panel.replaceChildren(); }
+    if (!this.on) {
+      this.setPending(null);
+      this.answered = null;
+      this.panel.hidden = true;
+      this.panel.replaceChildren();
+      release(this.panel);
+    }
     else this.panel.hidden = false;
     if (this.on && !this.panel.childElementCount) this.intro();
     this.showScore();
@@ -130,6 +136,7 @@ export class Predictor {
 
   intro() {
     this.panel.replaceChildren(h("p", {class: "muted"}, "Prediction mode: press Step (→) and answer before the step is shown."));
+    hold(this.panel);
   }
 
   setPending(q) {
@@ -177,6 +184,7 @@ export class Predictor {
     this.panel.replaceChildren(
       h("p", {class: "predict-q", dataset: {predict: q.kind}, id: "predict-q"}, h("b", {}, `Predict step ${frame.step + 1}: `), q.text),
       h("div", {class: "choices", role: "group", "aria-labelledby": "predict-q"}, buttons));
+    hold(this.panel);
     // Focus for the keys, without scrolling the page to the panel.
     buttons[0].focus({preventScroll: true});
     return undefined;
@@ -201,6 +209,7 @@ export class Predictor {
     this.panel.append(h("p", {class: `predict-result ${right ? "right" : "wrong"}`, role: "status",
                               dataset: {predictResult: right ? "right" : "wrong"}},
       h("b", {}, right ? "✓ Right. " : `✗ Not quite: ${label}. `), q.explain));
+    hold(this.panel);
     this.showScore();
     this.advance();
   }

@@ -232,11 +232,13 @@ def test_authored_lesson_shows_the_same_step_snapshot_and_note_everywhere(page, 
     shot(opened, "authored-export-offline-step-15")
     # Prediction mode reads the snapshot at the cursor in the file too.
     opened.locator("[data-predict-toggle]").check()
+    seek(opened, 12)
     opened.locator('[data-action="step"]').click()
-    expect(opened.locator("[data-predict]")).to_be_visible()
-    opened.locator("[data-choice]").first.click()
-    expect(opened.locator("[data-predict-result]")).to_be_visible()
-    expect_step(opened, 16)
+    expect(opened.locator("[data-predict]")).to_have_attribute("data-predict", "wait")
+    opened.locator('[data-choice="stale"]').click()
+    result = opened.locator("[data-predict-result]")
+    expect(result).to_have_attribute("data-predict-result", "right")
+    expect_step(opened, 13)
     assert all(url.startswith(("file:", "blob:", "data:")) for url in requests), requests
     assert errors == []
     offline.close()

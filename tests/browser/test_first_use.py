@@ -242,3 +242,46 @@ def test_an_open_question_hides_its_answer_and_play_closes_it(page):
     page.locator('[data-action="play"]').click()  # pause
     expect(page.locator('[data-action="play"]')).to_have_attribute("aria-pressed", "false")
     expect(page.locator("[data-predict-score]")).to_have_text(score)
+
+
+# ----------------------------------------------------------- item 5: the panels stay put
+
+TOPS = """() => {
+  const top = (s) => document.querySelector(`[data-run="main"] ${s}`).getBoundingClientRect().top;
+  return {card: top("[data-barrier]") + scrollY,
+          timeline: top('[data-panel="timeline"]') + scrollY};
+}"""
+
+
+@pytest.mark.parametrize("path", ["/scenarios/single_barrier?bugs=forget_phase_toggle",
+                                  "/scenarios/double_buffer_tma?tiles=3"])
+def test_cards_and_timeline_do_not_move_from_step_to_step(page, path):
+    """Once a run has been walked, stepping never moves the cards or the timeline (the formula
+    box, captions and notes keep the room they took), so a second click on the timeline lands on
+    the step the first did."""
+    open_inspector(page, path)
+    total = int(page.locator(".counter .total").inner_text())
+    first = []
+    for step in range(1, total + 1):
+        page.locator('[data-action="step"]').click()
+        expect_step(page, step)
+        first.append(page.evaluate(TOPS))
+    page.locator('[data-action="reset"]').click()
+    expect_step(page, 0)
+    second = [page.evaluate(TOPS)]
+    for step in range(1, total + 1):
+        page.locator('[data-action="step"]').click()
+        expect_step(page, step)
+        second.append(page.evaluate(TOPS))
+    for key in ("card", "timeline"):
+        seen = {round(t[key]) for t in second}
+        assert max(seen) - min(seen) <= 1, (key, sorted(seen))
+        moves = sum(1 for a, b in zip(first, first[1:], strict=False) if abs(a[key] - b[key]) > 1)
+        assert moves <= 3, (key, " ".join(str(round(t[key])) for t in first))  # first growths
+    svg = page.locator('[data-run="main"] .timeline svg')
+    box = svg.bounding_box()
+    x, y = box["x"] + box["width"] * 0.55, box["y"] + box["height"] / 2
+    page.mouse.click(x, y)
+    landed = page.locator(".counter").get_attribute("data-step")
+    page.mouse.click(x, y)
+    expect(page.locator(".counter")).to_have_attribute("data-step", landed)
