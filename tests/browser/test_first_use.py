@@ -285,3 +285,35 @@ def test_cards_and_timeline_do_not_move_from_step_to_step(page, path):
     landed = page.locator(".counter").get_attribute("data-step")
     page.mouse.click(x, y)
     expect(page.locator(".counter")).to_have_attribute("data-step", landed)
+
+
+# ------------------------------------------------------------ item 7: /author's messages
+
+def test_author_messages_are_whole_sentences_at_their_line(page):
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    open_author(page)
+    editor = page.locator("[data-editor]")
+    source = editor.input_value()
+    message = page.locator("[data-error]")
+    editor.fill(source.replace("[bar], 1;", "[nobar], 1;"))
+    expect(message).to_contain_text("`nobar` is not declared here")
+    expect(message).to_contain_text("Hint: did you mean `bar`?")
+    expect(message).not_to_contain_text("null")
+    expect(page.locator("[data-error-line]")).to_have_text("12")
+    # A block left open: the hint names the `{` and the keywords keep their spelling.
+    editor.fill(source.replace("        phase ^= 1;\n    }\n}", "        phase ^= 1;\n    }\n"))
+    expect(message).to_contain_text("the `{` on line 10 is not closed")
+    expect(message).to_contain_text("`PipelineState`")
+    expect(message).not_to_contain_text("pipelinestate")
+    expect(message).not_to_contain_text("null")
+    # A parameter's bad value names the parameter and marks the line that declares it.
+    editor.fill(source)
+    expect(page.locator("[data-editor-state]")).to_contain_text("Compiles")
+    typed = list(errors)  # typing (validated as you type) logs no failed request
+    assert not [e for e in typed if "422" in e or "Failed to load" in e], typed
+    page.locator('#pipe-config input[name="chunk_bytes"]').fill("1000")
+    page.locator("[data-run]").click()
+    expect(message).to_contain_text("parameter chunk_bytes = 1000: sizes must be positive")
+    expect(message).not_to_contain_text("null")
+    expect(page.locator("[data-error-line]")).to_have_text("4")
