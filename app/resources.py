@@ -1,7 +1,8 @@
 """Where the browser UI, the templates and the shipped GPU traces are, installed or not.
 
 The wheel carries the top-level `static/`, `templates/` and `traces/` folders inside the package
-(`app/static`, ... mapped there at build time by setup.py), found with `importlib.resources`. An
+(`app/static`, ... mapped there at build time by setup.py; of `docs/`, the two references the
+app serves), found with `importlib.resources`. An
 editable install (`pip install -e .`, what `make run` and `make test` use) leaves them at the top of
 the checkout: setuptools cannot map a folder without `__init__.py` into a package in editable mode
 (pypa/setuptools#4943), so the checkout is read from the install's own metadata (PEP 610
@@ -20,7 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 DISTRIBUTION = "mbarrier-inspector"
-FOLDERS = ("static", "templates", "traces")
+FOLDERS = ("static", "templates", "traces", "docs")
 
 
 class MissingResources(RuntimeError):

@@ -20,7 +20,7 @@ from app.replay.store import NOT_TRACES
 from app.resources import static_dir, templates_dir, traces_dir
 from app.scenarios import catalogue
 from app.scenarios import get as get_scenario
-from app.web import author, learning
+from app.web import author, learning, reference
 
 templates = Jinja2Templates(directory=templates_dir())
 
@@ -103,3 +103,4 @@ def install(app: FastAPI) -> None:
                     boot={"page": "replay", "replay": replay_id, "scenarios": scenarios})
 
     learning.install(app, page, static_dir(), templates)
+    reference.install(app, page)

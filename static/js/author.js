@@ -17,7 +17,7 @@ const formNode = document.getElementById("pipe-config");
 const formError = formNode.querySelector(".form-error");
 const stateLine = root.querySelector("[data-editor-state]");
 const titleInput = formNode.querySelector("[data-title-input]");
-const EMPTY = `// A pipeline: parameters, memory, barriers, agents (see docs/language.md).
+const EMPTY = `// A pipeline: parameters, memory, barriers, agents (see /reference/language).
 param tiles = 2 in 1..100 "iterations";
 
 tensor  tile[tiles] bytes 1024;

@@ -5,6 +5,9 @@ language reference, embeds, line numbers, the replay's pills. Screenshots under 
 
 from __future__ import annotations
 
+import re
+
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -317,3 +320,25 @@ def test_author_messages_are_whole_sentences_at_their_line(page):
     expect(message).to_contain_text("parameter chunk_bytes = 1000: sizes must be positive")
     expect(message).not_to_contain_text("null")
     expect(page.locator("[data-error-line]")).to_have_text("4")
+
+
+# -------------------------------------------------------- item 8: the reference in the app
+
+def test_the_language_reference_is_served_and_linked_from_author(page, base_url):
+    open_author(page)
+    page.locator("[data-reference-link]").click()
+    expect(page).to_have_url(re.compile(r"/reference/language$"))
+    article = page.locator('article[data-reference="language"]')
+    expect(article.locator("h2#bug-toggles")).to_be_visible()
+    expect(article.locator("pre code").first).to_be_visible()
+    assert article.locator("script, iframe").count() == 0
+    article.locator('a[href="#bug-toggles"]').first.click()
+    expect(page).to_have_url(re.compile(r"#bug-toggles$"))
+    page.locator('nav.reference-nav a[href="/reference/semantics"]').click()
+    expect(page.locator('article[data-reference="semantics"] h1')).to_be_visible()
+    expect(page.locator('nav.reference-nav [aria-current="page"]')).to_have_attribute(
+        "href", "/reference/semantics")
+    assert httpx.get(f"{base_url}/reference/nothing", timeout=30).status_code == 404
+    docs = httpx.get(f"{base_url}/docs", timeout=30)
+    assert docs.status_code == 200 and "swagger-ui" in docs.text  # /docs stays the OpenAPI UI
+    shot(page, "first-use-08-reference")
