@@ -41,10 +41,15 @@ def features(app: FastAPI) -> dict:
             "replay_perfetto": "/api/v1/replays/{replay_id}/perfetto" in paths}
 
 
+BOOT_FIELDS = ("id", "title", "parameters", "bugs", "gpu", "source_sha256")
+
+
 def boot_scenario(scenario) -> dict:
-    """What a page's script reads of a scenario: everything but its source text (the page never
-    shows it; /api/v1/scenarios/{id} has it), which would count against the page's weight."""
-    return {k: v for k, v in scenario.as_dict().items() if k != "source"}
+    """What a page's script reads of a scenario: not its source, lesson or toggle texts (the
+    template renders those; /api/v1/scenarios/{id} has them all), which would count against
+    the page's weight twice."""
+    whole = scenario.as_dict()
+    return {name: whole[name] for name in BOOT_FIELDS}
 
 
 def scenario_or_404(scenario_id: str):

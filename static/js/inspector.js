@@ -183,6 +183,9 @@ async function load(next, {push = false} = {}) {
                                       reset: () => player.home(), end: () => player.end()});
   player.on("frame", (frame) => {
     root.dataset.session = player.id;
+    // Local play's own measure: frames drawn, on time (within 100 ms of due), the worst delay.
+    root.dataset.playFrames = player.stats.frames;
+    root.dataset.playOnTime = player.stats.onTime;
     predictor.follow(frame);
     view.update(frame);
     if (controls) controls.update({...frame, diagnostics: runDiagnostics.length});

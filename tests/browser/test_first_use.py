@@ -5,6 +5,7 @@ language reference, embeds, line numbers, the replay's pills. Screenshots under 
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -342,3 +343,54 @@ def test_the_language_reference_is_served_and_linked_from_author(page, base_url)
     docs = httpx.get(f"{base_url}/docs", timeout=30)
     assert docs.status_code == 200 and "swagger-ui" in docs.text  # /docs stays the OpenAPI UI
     shot(page, "first-use-08-reference")
+
+
+# ------------------------------------- issue 20, item 6: the browser plays windows itself
+
+RECORD_WINDOWS = """(() => {
+  window.__windows = [];
+  const fetch0 = window.fetch;
+  window.fetch = (url, ...rest) => {
+    const u = String(url);
+    if (u.includes("/trace?") && u.includes("snapshots=true")) {
+      const counter = document.querySelector(".counter");
+      window.__windows.push({from: +new URL(u, location.href).searchParams.get("from"),
+                             to: +new URL(u, location.href).searchParams.get("to"),
+                             at: counter ? +counter.dataset.step : -1});
+    }
+    return fetch0(url, ...rest);
+  };
+})();"""
+
+
+def test_play_walks_prefetched_windows_and_the_socket_only_steps(page):
+    """Play is drawn in the browser from windows of the session's trace, each asked for before
+    the cursor needs it; the socket carries no play command, only what the server computes
+    (a step, the seek that puts its cursor where play stopped)."""
+    sent = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(payload)))
+    page.add_init_script(RECORD_WINDOWS)
+    open_inspector(page, "/scenarios/double_buffer_tma?tiles=60&speed=30")
+    total = int(page.locator(".counter .total").inner_text())
+    assert total > 300, total
+    page.locator('[data-action="play"]').click()
+    page.wait_for_function("() => +document.querySelector('.counter').dataset.step >= 200",
+                           timeout=60_000)
+    page.locator('[data-action="play"]').click()
+    expect(page.locator('[data-action="play"]')).to_have_attribute("aria-pressed", "false")
+    windows = page.evaluate("window.__windows")
+    assert len(windows) >= 2, windows
+    assert windows[0]["from"] == 1
+    for earlier, later in zip(windows, windows[1:], strict=False):
+        assert later["from"] == earlier["to"] + 1, windows  # contiguous windows
+        assert later["at"] < later["from"] - 1, windows     # asked for ahead of need
+    commands = [json.loads(m)["type"] for m in sent if m.startswith("{")]
+    assert "play" not in commands, commands
+    stopped = int(page.locator(".counter").get_attribute("data-step"))
+    assert commands[-1] == "seek" and json.loads(sent[-1])["step"] == stopped
+    frames = int(page.locator("#inspector").get_attribute("data-play-frames"))
+    assert frames >= 199  # every step drawn, one by one
+    # A manual step after play goes over the socket, from where play stopped.
+    page.locator('[data-action="step"]').click()
+    expect_step(page, stopped + 1)
+    assert json.loads(sent[-1])["type"] == "step"
