@@ -127,7 +127,9 @@ export class SessionPlayer extends Emitter {
     let from = this.frame.step;
     if (from >= this.frame.total_steps) from = 0;
     this.frame = {...this.frame, ...this.frameAt(from), playing: true};
-    this.clock = {anchor: performance.now(), step: from};
+    // The clock starts with the first frame drawn: pressing Play when nothing is held yet waits
+    // for the first window, and the frames are due from then on.
+    this.clock = this.cache.has(from + 1) ? {anchor: performance.now(), step: from} : null;
     this.emit("frame", this.frame);
     this.prefetch();
     this.tick();
@@ -182,6 +184,10 @@ export class SessionPlayer extends Emitter {
   tick() {
     if (!this.frame.playing) return;
     const next = this.frame.step + 1;
+    if (!this.clock) {
+      if (!this.cache.has(next)) { this.prefetch(); return; }  // the first window is on its way
+      this.clock = {anchor: performance.now() - 1000 / this.frame.speed, step: this.frame.step};
+    }
     const due = this.clock.anchor + ((next - this.clock.step) * 1000) / this.frame.speed;
     this.timer = setTimeout(() => {
       this.timer = null;

@@ -394,3 +394,49 @@ def test_play_walks_prefetched_windows_and_the_socket_only_steps(page):
     page.locator('[data-action="step"]').click()
     expect_step(page, stopped + 1)
     assert json.loads(sent[-1])["type"] == "step"
+
+
+# --------------------------------------------- item 10: a replay's two endings, two pills
+
+def test_a_replay_page_has_a_pill_for_the_gpu_and_one_for_the_model(page):
+    page.goto("/replays/single_barrier_forget_phase_toggle")
+    gpu = page.locator('#transport .status-pill[data-pill="gpu"]')
+    model = page.locator('#transport .status-pill[data-pill="model"]')
+    expect(gpu).to_have_text("GPU: done")
+    expect(gpu).to_have_attribute("data-status", "done")
+    expect(model).to_have_text("model: undefined behavior")
+    expect(page.locator("#transport .status-pill")).to_have_count(2)
+
+
+# ------------------------------------ the probes file v3 and /barrier's .noComplete arrive
+
+def test_the_probes_panel_draws_the_v3_sections(page):
+    page.goto("/replays/single_barrier_expect_tx_short")
+    panel = page.locator("#probes-panel")
+    expect(panel).to_have_attribute("data-probes", "shown")
+    panel.evaluate("d => { d.open = true; }")
+    for section, probe in (("no_complete", "pending_count"), ("remote_after_exit", "arrive_0us")):
+        table = panel.locator(f'table[data-table="{section}"]')
+        expect(table).to_be_visible()
+        row = table.locator(f'tr[data-probe="{probe}"]')
+        expect(row.locator("[data-agrees]")).to_have_attribute("data-agrees", "true")
+    expect(panel.locator('table[data-table="remote_after_exit"] tr[data-probe="arrive_0us"]')
+           ).to_contain_text("remote_after_exit")
+
+
+def test_barrier_page_offers_no_complete_for_pending_count(page):
+    page.goto("/barrier")
+    page.locator('input[name="init_count"]').fill("3")
+    page.locator('[data-op="init"]').click()
+    page.locator('input[name="arrive_token"]').fill("t")
+    page.locator('[data-no-complete="arrive"]').check()
+    page.locator('[data-op="arrive"]').click()
+    expect(page.locator("[data-history] li").last).to_contain_text("arrive.noComplete")
+    page.locator("[data-token-select]").select_option("t")
+    page.locator('[data-op="pending_count"]').click()
+    expect(page.locator("[data-last]")).to_contain_text("pending_count = 3")  # as silicon reads it
+    expect(page.locator("p[data-ub]")).to_have_attribute("data-ub", "")
+    # A .noComplete arrive that completes the phase is undefined behaviour, named as such.
+    page.locator('input[name="arrive_count"]').fill("2")
+    page.locator('[data-op="arrive"]').click()
+    expect(page.locator("p[data-ub]")).to_have_attribute("data-ub", "no_complete")
