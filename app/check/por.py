@@ -487,6 +487,8 @@ class Independence:
         best: list[int] | None = None
         best_size = len(ready)
         for seed in moves_of:
+            if best_size == 1:
+                break  # no set is smaller
             members = {seed}
             behind: set[int] = set()
             work: list[tuple[int, int]] = [(seed, 0)]
