@@ -428,3 +428,35 @@ def test_a_setmaxnreg_and_a_warp_trace_validate_against_the_schema():
     jsonschema.validate(run(REGS).document(), schema)
     jsonschema.validate(run("agent p lanes 2 { int d = 0; int e = 0; elect.sync d|e, "
                             "0xffffffff; __syncwarp(); }").document(), schema)
+
+
+# ------------------------------------------------------- the checker's reductions stay exact
+
+REDUCTION_CASES = [
+    ("named_barrier", (), {}), ("named_barrier", ("fixed",), {}),
+    ("named_barrier", ("fixed",), {"count": 96}),
+    ("elected_lane", (), {}), ("elected_lane", ("syncwarp_fix",), {}),
+    ("cluster_init", (), {}), ("cluster_init", ("no_init_fence",), {}),
+    ("cluster_init", ("no_cluster_barrier",), {}),
+]
+INLINE_CASES = [TRY_THEN_WAIT, REGS, ORDERED, INIT_IN_CTA,
+                "agent a { bar.sync 0; }\nagent c { int x = 1; ++x; }\n",
+                "agent w lanes 3 { if (%laneid != 1) { __syncwarp(); } int y = 0; ++y; }\n",
+                "agent w lanes 2 { int e = 0; elect.sync _|e, 0xffffffff; if (e) "
+                "{ bar.arrive 1, 64; } }\nagent v { bar.sync 1, 64; }\n"]
+
+
+@pytest.mark.parametrize("case", REDUCTION_CASES + [(t, (), {}) for t in INLINE_CASES],
+                         ids=lambda c: c[0][:20] + "-" + "-".join(c[1]))
+def test_the_reduced_search_finds_what_the_full_search_finds(case):
+    """Local moves, identical agents and lanes, exits: the reduced search must reach every
+    diagnostic kind the unreduced one does, and no other."""
+    from app.check.engine import Explorer, Limits
+
+    text, bugs, params = case
+    text = source(text) if "\n" not in text else text
+    cfg = config(text, bugs, **params)
+    full = Explorer(cfg, reduce=False).explore(Limits(200_000, 600.0))
+    reduced = Explorer(cfg, reduce=True).explore(Limits(200_000, 600.0))
+    assert full.verdict == reduced.verdict
+    assert set(full.found) == set(reduced.found)
