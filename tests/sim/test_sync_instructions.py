@@ -460,3 +460,19 @@ def test_the_reduced_search_finds_what_the_full_search_finds(case):
     reduced = Explorer(cfg, reduce=True).explore(Limits(200_000, 600.0))
     assert full.verdict == reduced.verdict
     assert set(full.found) == set(reduced.found)
+
+
+def test_elect_orders_no_memory_between_lanes():
+    """PTX 9.7.13.14's `.sync` only waits; unlike `bar.warp.sync` it promises no ordering."""
+    text = """
+    tensor tile[1] bytes 1024;
+    smem   s bytes 1024 chunk 1024;
+    agent w lanes 2 {
+        if (%laneid == 0) { st.shared.b32 [s], tile[0]; }
+        elect.sync _|_, 0xffffffff;
+        if (%laneid == 1) { ld.shared.b32 x, [s], tile[0]; }
+    }
+    """
+    assert "ordering_race" in reachable(text)[1]
+    assert reachable(text.replace("elect.sync _|_, 0xffffffff;", "__syncwarp();")) == (
+        "safe", set())
