@@ -476,3 +476,15 @@ def test_elect_orders_no_memory_between_lanes():
     assert "ordering_race" in reachable(text)[1]
     assert reachable(text.replace("elect.sync _|_, 0xffffffff;", "__syncwarp();")) == (
         "safe", set())
+
+
+@pytest.mark.parametrize(("sync", "arrive"), [
+    ("bar.cta.sync", "bar.cta.arrive"), ("barrier.sync", "barrier.arrive"),
+    ("barrier.sync.aligned", "barrier.arrive.aligned"), ("barrier.cta.sync", "barrier.cta.arrive")])
+def test_every_spelling_of_a_named_barrier_is_the_same_barrier(sync, arrive):
+    """PTX 9.7.13.1: `.cta` "doesn't change the semantics"; `bar.sync` is
+    `barrier.sync.aligned`; warps may mix forms on one barrier."""
+    text = f"agent a {{ {sync} 4, 64; }}\nagent b {{ {arrive} 4, 64; bar.sync 5, 32; }}\n"
+    r = run(text, moves=["a", "b", "b"])
+    assert r.status == "done"
+    assert [e["kind"] for e in step(r, 2)["events"]] == ["bar_arrive", "bar_completed"]
