@@ -96,6 +96,15 @@ def _locals(decls) -> tuple[int, ...]:
     return tuple(out)
 
 
+def warps_of(program: Program) -> list[tuple[int, ...]]:
+    """The warps of CTA 0, each the local agent numbers of its lanes (one for most)."""
+    lanes: dict[int, list[int]] = {}
+    for i, a in enumerate(program.agents):
+        if a.cta == 0:
+            lanes.setdefault(i if a.warp is None else a.warp, []).append(i)
+    return [tuple(v) for v in lanes.values()]
+
+
 def layout(program: Program, logging: bool = True) -> Layout:
     ctas = max(1, program.cluster)
     per_cta = len(program.agents) // ctas
@@ -116,7 +125,8 @@ def layout(program: Program, logging: bool = True) -> Layout:
         gbytes = _align(gbytes + elements * nbytes)
         tiles += elements
     return Layout(0, stage_offsets, staging, smem, tuple(tensor_offsets), tuple(tensor_tiles),
-                  gbytes, tiles, 32 * per_cta, ctas, per_cta, bar_local,
+                  gbytes, tiles, 32 * len(warps_of(program)),
+                  ctas, per_cta, bar_local,
                   tuple(b.cta for b in program.barriers), tuple(s.cta for s in program.stages),
                   logging)
 
@@ -141,10 +151,9 @@ def check(program: Program, logging: bool = True) -> None:
                     "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
                     "pipeline stays simulation-only")
     for agent in program.agents:
-        if agent.lanes > 1 or agent.warps > 1:
-            shape = f"lanes {agent.lanes}" if agent.lanes > 1 else f"warps {agent.warps}"
-            raise CodegenError(f"{agent.name}: an agent of `{shape}` is not one warp running "
-                               "one program; the generator runs each agent as one warp")
+        if agent.warps > 1:
+            raise CodegenError(f"{agent.name}: an agent of `warps {agent.warps}` is not one warp "
+                               "running one program; the generator runs each agent as one warp")
     lay = layout(program, logging)
     if lay.smem_bytes > SMEM_LIMIT:
         raise CodegenError(f"the stages and the log need {lay.smem_bytes} bytes of shared "
