@@ -223,7 +223,8 @@ def _qualifiers(node: _Node, words, entry: int, cols, fail) -> Parsed:
     refuse = {r[0]: r for r in first.refuse}
     for i in range(entry, len(words)):
         word = words[i]
-        slot = next((s for s in first.slots if word in s.values), None)
+        slot = next((s for s in first.slots if word in s.values and s.name not in written),
+                    None) or next((s for s in first.slots if word in s.values), None)
         if slot is not None:
             if slot.name in written:
                 raise fail(f"`.{word}`: `{stem}` already has its `.{slot.name}` "
