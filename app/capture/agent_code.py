@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from app.sim.core import TILE_SPAN
 from app.sim.program import SINK, Assign, Branch, Expr, Jump, Line, Program, Ref
-from app.sim.smem import TILE_SPAN
 
 from .cexpr import c_expr
 from .kernel_layout import ERROR_OPERAND_RANGE, ERROR_OUT_OF_BOUNDS, CodegenError, Layout

@@ -14,7 +14,7 @@ from __future__ import annotations
 import marshal
 import struct
 
-from app.sim.copies import OP_AGENT
+from app.sim.core import OP_AGENT
 from app.sim.machine import Machine
 from app.sim.program import Jump
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from math import prod
 
 from app.sim.barrier import COUNT_LIMIT
+from app.sim.core import TILE_SPAN
 from app.sim.program import BarrierDecl, StageDecl
-from app.sim.smem import TILE_SPAN
 
 from . import syntax
 from .errors import ParamError, PipelineError

@@ -331,7 +331,7 @@ MBARRIER = {
     "wait_parity": _wait(parity=True),
     "wait_token": _wait(parity=False),
 }
-"""app/sim/sync.py's kinds."""
+"""app/sim/families/sync.py's kinds."""
 
 BULK_COPIES = {
     "load": _load,
@@ -339,7 +339,7 @@ BULK_COPIES = {
     "commit_group": lambda o: (),
     "wait_group": _wait_group,
 }
-"""app/sim/copies.py's kinds."""
+"""app/sim/families/copies.py's kinds."""
 
 SMEM = {
     "proxy_fence": lambda o: (),
@@ -348,7 +348,7 @@ SMEM = {
     "ld_global": lambda o: (o.dest(), o.ref("tensor")[0]),
     "st_global": _st_global,
 }
-"""app/sim/smem.py's kinds."""
+"""app/sim/families/smem.py's kinds."""
 
 TENSOR_CORE = {
     "mma": lambda o: (o.ref("tmem")[0], o.ref("smem")[0], o.tile()),
@@ -357,7 +357,7 @@ TENSOR_CORE = {
     "tc_ld": lambda o: (o.dest(), o.ref("tmem")[0]),
     "tc_wait_ld": lambda o: (),
 }
-"""app/sim/tensor_core.py's kinds."""
+"""app/sim/families/tensor_core.py's kinds."""
 
 READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **async_readers.READERS}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

@@ -1,6 +1,6 @@
 """Opcodes read against the instruction table: the rows every instruction family registers
-(`FORMS` at the end of app/sim/sync.py, copies.py, smem.py, tensor_core.py; app/sim/isa.py says
-what a row holds), plus the instructions of families the engine does not have yet.
+(the `forms` of every `FAMILY` in app/sim/families; app/sim/isa.py says what a row holds), plus
+the instructions of families the engine does not have yet.
 
 An opcode is its stem (the leading words, in PTX's order: `mbarrier.try_wait.parity`), then
 qualifiers in any order, each filling one slot of the form at most once. What is not modelled is
@@ -15,7 +15,7 @@ import difflib
 import sys
 from dataclasses import dataclass, field
 
-from app.sim import copies, smem, sync, tensor_core
+from app.sim.families import FAMILIES as ENGINE_FAMILIES
 from app.sim.isa import Form, Gap, Slot
 
 from .errors import PipelineError
@@ -37,13 +37,10 @@ NOT_YET = (
     Gap("tensormap.cp_fenceproxy", "9.7.13.16", "`tensormap.cp_fenceproxy` is not modelled yet"),
     Gap("atom", "9.7.13.5", "atomics (`atom`) are not modelled yet"),
     Gap("red", "9.7.13.6", "reductions (`red`) are not modelled yet"),
-    Gap("red.async", "9.7.13.7", "`red.async` is not modelled yet"),
     Gap("mapa", "9.7.9.23", "`mapa` is an address function here, not an instruction",
         "write the address in the operand: `[mapa(empty_barrier[i], cta ^ 1)]`"),
     Gap("multimem", "9.7.9.14", "`multimem` instructions are not modelled yet"),
     Gap("multimem.cp.async.bulk", "9.7.9.26", "`multimem.cp.async.bulk` is not modelled yet"),
-    Gap("wgmma", "9.7.15.5.2", "warpgroup MMAs (`wgmma`) are not modelled yet",
-        "the engine models the tensor core's `tcgen05.mma`"),
     Gap("setmaxnreg", "9.7.19.5", "`setmaxnreg` is not modelled yet",
         "registers are not a resource the engine tracks"),
     Gap("nanosleep", "9.7.19.2", "`nanosleep` is not modelled yet",
@@ -52,10 +49,7 @@ NOT_YET = (
 """Instructions of families the engine does not have yet (named barriers, cluster barriers,
 wgmma, ...): each moves into its family's `FORMS` when that family is written."""
 
-FAMILIES = (("mbarrier (app/sim/sync.py)", sync.FORMS),
-            ("bulk copies (app/sim/copies.py)", copies.FORMS),
-            ("shared memory and proxies (app/sim/smem.py)", smem.FORMS),
-            ("tensor core (app/sim/tensor_core.py)", tensor_core.FORMS),
+FAMILIES = (*((f.name, f.forms) for f in ENGINE_FAMILIES if f.forms),
             ("families the engine does not have yet (app/lang/opcodes.py)", NOT_YET))
 TABLE: tuple[Form | Gap, ...] = tuple(row for _, rows in FAMILIES for row in rows)
 """The instruction table: every form the engine models and every instruction it refuses."""
@@ -154,12 +148,12 @@ def parse(opcode: str, line: int, column: int) -> Parsed:
     if depth < len(words) and stop.children:
         close = _closest(words[depth], _children(stop), 0.8)
         if close and not (node.forms and _is_qualifier(node.forms[0], words[depth])):
-            if node.forms:
+            if node.forms and depth == entry:
                 raise fail(f"`.{words[depth]}` is not a qualifier of `{node.stem}`", depth,
                            f"did you mean `.{close}`?")
             raise fail(_unknown_instruction(words, depth), depth,
                        f"did you mean `{'.'.join([*words[:depth], close])}`?")
-    if entry == 0 or (node.gap is not None and depth > entry):
+    if entry == 0 or (depth > entry and (node.gap is not None or _leads(stop))):
         raise _unknown(words, depth, stop, fail)
     if node.gap is not None:
         gap = node.gap
@@ -223,8 +217,10 @@ def _qualifiers(node: _Node, words, entry: int, cols, fail) -> Parsed:
     refuse = {r[0]: r for r in first.refuse}
     for i in range(entry, len(words)):
         word = words[i]
-        slot = next((s for s in first.slots if word in s.values and s.name not in written),
-                    None) or next((s for s in first.slots if word in s.values), None)
+        slot = next((s for s in first.slots if word in s.values), None)
+        if slot is not None and slot.name in written and slot.name in first.positional:
+            slot = next((s for s in first.slots if word in s.values and s.name not in written
+                         and s.name in first.positional), slot)
         if slot is not None:
             if slot.name in written:
                 raise fail(f"`.{word}`: `{stem}` already has its `.{slot.name}` "
@@ -350,7 +346,7 @@ def _form_row(f: Form) -> str:
 def reference() -> str:
     """The instruction reference of docs/language.md, generated from the table."""
     out = ["Generated from the instruction table by `python -m app.lang.opcodes` (the rows each",
-           "family registers at the end of its module in app/sim; tests/lang/test_isa.py checks",
+           "family registers in its module of app/sim/families; tests/lang/test_isa.py checks",
            "that this copy is current). Qualifiers follow the stem in any order, each slot at",
            "most once; braces mark optional operands; PTX's defaults apply to what is left out.",
            ""]

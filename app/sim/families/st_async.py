@@ -102,6 +102,7 @@ def _issue(m, a, r, args, record, red: bool) -> None:
     r[h[QUEUE]] |= entry << (count * ENTRY_BITS)
     r[h[COUNT]] = count + 1
     m.tx_ledger[b][ISSUED] += nbytes
+    ordering.forget(m, ordering.chunk_range(m, stage, first, end))
     record["operands"] = {"op": _name(m, a, count), "stage": decl.name,
                           "barrier": m.barrier_names[b], "bytes": nbytes}
     if not red:
@@ -244,8 +245,7 @@ def _isa_forms() -> tuple:
                                      "[mapa(barrier, cta)]", "9.7.9.12",
              "a store of the tile's bytes (`.vec` x `.type`, whole chunks) into a stage of a "
              "CTA of the cluster, performed later (a mover of its own), then complete-tx of "
-             "those bytes on the barrier there (a release at cluster scope)", st,
-             implied=(("scope", "cluster"),)),
+             "those bytes on the barrier there (a release at cluster scope)", st),
         Form("red.async", "red_async", "[mapa(smem[i], cta) (+ off)], value, "
                                        "[mapa(barrier, cta)]", "9.7.13.7",
              "a reduction into another CTA's stage, performed later (a mover of its own), "

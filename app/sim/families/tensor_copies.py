@@ -109,14 +109,15 @@ def _isa_forms() -> tuple:
                            ("completion_mechanism", ("mbarrier::complete_tx::bytes",))),
              remote="the engine models tensor loads into the issuing CTA's stage (and, with "
                     "`.multicast::cluster`, the same stage of every CTA of the mask)",
-             implied=release),
+             implied=release, positional=("dst", "src")),
         Form("cp.async.bulk.tensor", "tensor_store",
              "[tensorMap, {c0, ...}], [smem[i]] {, cache-policy}", "9.7.9.27.1.2",
              "a bulk store of one box: reads the stage chunk by chunk, then its writes land",
              slots, where=(("dst", ("global",)), ("src", ("shared::cta",)),
                            ("completion_mechanism", ("bulk_group",)), ("multicast", (None,)),
                            ("cta_group", (None,))),
-             remote="a tensor store reads the executing CTA's own shared memory"),
+             remote="a tensor store reads the executing CTA's own shared memory",
+             positional=("dst", "src")),
     )
 
 

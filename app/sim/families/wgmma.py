@@ -178,7 +178,7 @@ def _isa_forms() -> tuple:
              "`wgmma.wait_group` covers the MMA's group (a release before that does not "
              "release it)", mma,
              remote="`wgmma.mma_async` reads the executing CTA's shared memory (its matrix "
-                    "descriptors)"),
+                    "descriptors)", positional=("dtype", "atype", "btype")),
         Form("wgmma.commit_group", "wgmma_commit", "", "9.7.15.7.2",
              "batches the agent's uncommitted MMAs into a new wgmma-group (possibly empty)",
              (sync, aligned)),
