@@ -8,6 +8,7 @@ from __future__ import annotations
 from app.sim.families.st_async import TYPE_BYTES
 
 from .errors import PipelineError
+from .syntax import Name
 
 
 def cache_policy(o) -> None:
@@ -102,15 +103,17 @@ def _wgmma_types(o) -> None:
 
 def _wgmma_mma(o) -> tuple:
     _wgmma_types(o)
-    if not o.items:
-        raise o.error("the accumulator `d` is missing")
-    o.dest()
+    node = o.items[0] if o.items else None
+    if not isinstance(node, Name) or node.name in o.scope.registers or node.name == "_":
+        raise o.error("the accumulator `d` is a name of its own (its registers are the MMA's: "
+                      "read them with `st.global` after a `wgmma.wait_group`)", node)
+    o.items.pop(0)
     if not o.items:
         raise o.error("a shared-memory operand (`[smem[i]], tile[k]`) is missing")
     operands = [(o.ref("smem")[0], o.tile())]
     if o.items:
         operands.append((o.ref("smem")[0], o.tile()))
-    return (tuple(operands),)
+    return (tuple(operands), node.name)
 
 
 def _wgmma_wait(o) -> tuple:

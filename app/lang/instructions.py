@@ -315,9 +315,8 @@ def _wait_group(o: Operands) -> tuple:
 
 def _st_global(o: Operands) -> tuple:
     ref = o.ref("tensor")[0]
-    if o.items:
-        o.items.pop(0)
-    return (ref,)
+    value = o.items.pop(0) if o.items else None
+    return (ref, value.name if isinstance(value, Name) else None)
 
 
 MBARRIER = {

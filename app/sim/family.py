@@ -71,6 +71,9 @@ class Family:
     forget: Callable | None = None
     """(machine, knowledge bits) -> None: a new write into these chunks (ordering.forget); a
     family that keeps knowledge bits in its own state drops them there."""
+    reads: Callable | None = None
+    """(machine, agent, registers, name) -> None: a line reads the value named `name` (the
+    value of `st.global`); a family that writes it asynchronously checks the read."""
     forms: tuple = ()
     """The family's rows of the instruction table (app/sim/isa.py: `Form`s and `Gap`s)."""
 

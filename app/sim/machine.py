@@ -134,6 +134,7 @@ class Machine:
         """Movers of the families this program uses, after the built-in ones."""
         self.hold_hooks = tuple(f.holds for f in present if f.holds)
         self.forget_hooks = tuple(f.forget for f in present if f.forget)
+        self.read_hooks = tuple(f.reads for f in present if f.reads)
         """Families whose state holds stages past a release, or knowledge of chunks."""
         hidden = [name for f in present for name in f.registers]
         self.n_hidden = len(hidden)

@@ -165,10 +165,15 @@ def _ld_global(m, a, r, args, record) -> None:
 
 def _st_global(m, a, r, args, record) -> None:
     """`st.global` of registers: those of a `tcgen05.ld` are not there before its
-    `tcgen05.wait::ld` (PTX 9.7.16.8.5), so using them earlier is a `tcgen05_ld_race`."""
-    (tensor,) = args
+    `tcgen05.wait::ld` (PTX 9.7.16.8.5), so using them earlier is a `tcgen05_ld_race`; a
+    family may check a register it writes asynchronously (`Family.reads`: a `wgmma.mma_async`'s
+    accumulator)."""
+    tensor, value = args
     tile = tensor(r)
     record["operands"] = {"tile": tile_index(tile)}
+    if value is not None:
+        for hook in m.read_hooks:
+            hook(m, a, r, value)
     if r[TC_PENDING]:
         name = m.agents[a].name
         record["diagnostics"].append(Diagnostic.make(

@@ -28,18 +28,34 @@ from . import smem
 
 REGISTERS = FENCED, OPEN, GROUPS, MASKS, RELEASED = (
     "%wgmma_fenced", "%wgmma_open", "%wgmma_groups", "%wgmma_masks", "%wgmma_released")
-"""The family's hidden registers: a `wgmma.fence` since the agent started; the stages its
-uncommitted MMAs read; its committed groups not yet waited for, and their stage masks (packed,
-oldest lowest); the stages it released while an MMA still read them."""
+"""The family's hidden registers: a `wgmma.fence` since the agent's last accumulator access; the
+stages its uncommitted MMAs read and the accumulators they write (`accumulators`); its
+committed groups not yet waited for, and their masks (packed, oldest lowest); the stages it
+released while an MMA still read them."""
 GROUP_LIMIT = 64
 """Committed groups an agent may have pending (a loop that commits without waiting stops)."""
 
 
+def accumulators(m) -> dict[str, int]:
+    """Every accumulator name the program's MMAs write, with its bit after the stage bits."""
+    found = getattr(m, "wgmma_accumulators", None)
+    if found is None:
+        names = sorted({n.args[1] for code in m.code for n, k in zip(code.nodes, code.kinds,
+                                                                    strict=True)
+                        if k == "wgmma_mma"})
+        found = m.wgmma_accumulators = {n: m.n_stages + i for i, n in enumerate(names)}
+    return found
+
+
+def _width(m) -> int:
+    return m.n_stages + len(accumulators(m))
+
+
 def reading(m, r) -> int:
-    """The stages (a bit each) the agent's MMAs may still be reading: uncommitted, or in a
-    committed group no `wait_group` has covered."""
+    """The stages the agent's MMAs may still be reading and the accumulators they may still be
+    writing (a bit each): uncommitted, or in a committed group no `wait_group` has covered."""
     h = m.hidden
-    width = m.n_stages
+    width = _width(m)
     mask, packed = r[h[OPEN]], r[h[MASKS]]
     full = (1 << width) - 1
     for _ in range(r[h[GROUPS]]):
@@ -61,13 +77,27 @@ def _holds(m, a: int, stages: tuple[int, ...]) -> int:
     return keep
 
 
+def _accumulator_read(m, a: int, r, name: str) -> None:
+    """PTX 9.7.15.7.3: reading the accumulator before a `wgmma.wait_group` covers every MMA that
+    writes it is undefined; and a register access between MMAs needs a `wgmma.fence` before
+    the next one (9.7.15.7.1)."""
+    bit = accumulators(m).get(name)
+    if bit is None:
+        return
+    if reading(m, r) >> bit & 1:
+        raise UndefinedBehavior("wgmma_accumulator", f"{m.agents[a].name} read the accumulator "
+                                f"`{name}` while a wgmma.mma_async writing it is not covered by "
+                                "a wgmma.wait_group (PTX 9.7.15.7.3)")
+    r[m.hidden[FENCED]] = 0
+
+
 def _fence(m, a, r, args, record) -> None:
     r[m.hidden[FENCED]] = 1
     record["events"].append({"kind": "wgmma_fence", "agent": m.agents[a].name})
 
 
 def _mma_async(m, a, r, args, record) -> None:
-    (operands,) = args
+    operands, accumulator = args
     h = m.hidden
     name = m.agents[a].name
     if not r[h[FENCED]]:
@@ -86,6 +116,7 @@ def _mma_async(m, a, r, args, record) -> None:
         r[h[OPEN]] |= 1 << stage
         stages.append(m.stage_names[stage])
         tiles.append(tile_index(tile))
+    r[h[OPEN]] |= 1 << accumulators(m)[accumulator]
     record["operands"] = {"stages": stages, "tiles": tiles}
     record["events"].append({"kind": "wgmma_issued", "agent": name, "stages": stages,
                              "tiles": tiles})
@@ -97,7 +128,7 @@ def _commit_group(m, a, r, args, record) -> None:
     if count >= GROUP_LIMIT:
         raise ProgramError("control_limit", f"{m.agents[a].name} has {GROUP_LIMIT} "
                                             "wgmma-groups committed and none waited for")
-    r[h[MASKS]] |= r[h[OPEN]] << (count * m.n_stages)
+    r[h[MASKS]] |= r[h[OPEN]] << (count * _width(m))
     r[h[OPEN]] = 0
     r[h[GROUPS]] = count + 1
     record["operands"] = {"group": count}
@@ -111,10 +142,10 @@ def _wait_group(m, a, r, args, record) -> None:
     allowed = n(r)
     count = r[h[GROUPS]]
     done = max(0, count - allowed)
-    r[h[MASKS]] >>= done * m.n_stages
+    r[h[MASKS]] >>= done * _width(m)
     r[h[GROUPS]] = count - done
     busy = reading(m, r)
-    freed = r[h[RELEASED]] & ~busy
+    freed = r[h[RELEASED]] & ~busy & ((1 << m.n_stages) - 1)
     r[h[RELEASED]] &= busy
     s = 0
     while freed:
@@ -193,4 +224,5 @@ FAMILY = Family(
     "warpgroup MMAs (app/sim/families/wgmma.py)", 45,
     {"wgmma_fence": _fence, "wgmma_mma": _mma_async, "wgmma_commit": _commit_group,
      "wgmma_wait": _wait_group},
-    snapshot=_snapshot, registers=REGISTERS, holds=_holds, forms=_isa_forms())
+    snapshot=_snapshot, registers=REGISTERS, holds=_holds, reads=_accumulator_read,
+    forms=_isa_forms())
