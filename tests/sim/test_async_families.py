@@ -340,3 +340,23 @@ def test_the_accumulator_is_read_after_the_wait_group_that_covers_it():
     assert run(again).diagnostics[-1]["rule"] == "wgmma_fence"
     err = error(WGMMA_ALONE.replace("agent wg {", "agent wg {\n    int acc = 0;"))
     assert err.message.startswith("the accumulator `d` is a name of its own")
+
+
+SCHEMA_CASES = [("wgmma_ring", ()), ("cp_async_mbarrier", ("inc",)), ("st_async", ()),
+                ("red_async", ()), ("tensor_box", ("in_bounds_bytes",)), ("bulk_reduce", ())]
+
+
+@pytest.mark.parametrize(("name", "bugs"), SCHEMA_CASES, ids=[c[0] for c in SCHEMA_CASES])
+def test_traces_of_the_asynchronous_families_validate_against_the_schema(name, bugs):
+    import json
+
+    import jsonschema
+
+    from app.sim import SCHEMA_PATH
+
+    document = run(source(name), bugs=bugs).document()
+    jsonschema.validate(document, json.loads(SCHEMA_PATH.read_text()))
+    parts = {"wgmma_ring": "wgmma", "cp_async_mbarrier": "cp_async", "st_async": "async_stores",
+             "red_async": "async_stores"}
+    if name in parts:
+        assert all(parts[name] in step["snapshot"] for step in document["steps"])
