@@ -20,7 +20,7 @@ build: the same lines, nothing recorded).
 
 from __future__ import annotations
 
-from app.sim.program import Program
+from app.sim.program import Line, Program
 
 from .agent_code import AgentWriter
 from .kernel_layout import (  # noqa: F401 - the names other modules import from here
@@ -58,7 +58,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
            f"// bug toggles: {', '.join(sorted(bugs)) or 'none'}",
            "// Each agent is one warp; lane 0 issues barrier operations and copies, the whole",
            "// warp writes and checks shared memory. Comments `// [n]` name the program node.",
-           prelude(logging, lay.cluster, lay.agents_per_cta)]
+           prelude(logging, lay.cluster, lay.agents_per_cta, _kinds_used(program))]
     out.append("// ------------------------------------------------------------------ layout")
     out.append("")
     for i, decl in enumerate(program.barriers):
@@ -130,12 +130,32 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     out.append("    return c.gmem;")
     out.append("}")
     out.append("")
+    if lay.warp_agent:
+        out.append("// Warps of a CTA: the agent each runs (a warpgroup agent runs four), and "
+                   "which of its warps it is.")
+        for what, values in (("warp_agent", lay.warp_agent),
+                             ("warp_sub", _subs(lay.warp_agent))):
+            out.append(f"__device__ __forceinline__ int {what}(u32 w) {{")
+            out.append("    switch (w) {")
+            out.extend(f"    case {i}: return {v};" for i, v in enumerate(values))
+            out.append("    default: return -1;")
+            out.append("    }")
+            out.append("}")
+            out.append("")
+        out.extend(WGMMA_HELPERS.splitlines())
+        grouped = {"block": f"{lay.threads}",
+                   "lane": "(threadIdx.x & 31) + 32 * warp_sub(warp)",
+                   "local_slot": "(u32)warp_agent(warp)",
+                   "slot": "slot"}
+    else:
+        grouped = {"block": "32 * AGENTS_PER_CTA", "lane": "threadIdx.x & 31",
+                   "local_slot": "warp", "slot": "slot"}
     agents = []
     for slot in range(len(program.agents)):
         agents.extend(AgentWriter(program, lay, slot).write())
         agents.append("")
     out.extend(agents)
-    out.append(KERNEL % {"inits": _inits(program, lay),
+    out.append(KERNEL % {**grouped, "inits": _inits(program, lay),
                          "exit": EXIT_ONE_CTA if lay.cluster == 1 or exit_sync
                          else EXIT_AS_PROGRAM,
                          "stage_words": sum(s.bytes for s in program.stages) // 4,
@@ -146,11 +166,38 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     return "\n".join(out) + "\n"
 
 
-def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1) -> str:
+WGMMA_HELPERS = r"""
+// A wgmma matrix descriptor (PTX 9.7.15.5.1.2) of a stage: its shared address, leading and
+// stride byte offsets of 128 and 256 (8x16-byte core matrices, no swizzle).
+__device__ __forceinline__ u64 wgmma_desc(u32 addr) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(128 >> 4) << 16) | ((u64)(256 >> 4) << 32);
+}
+"""
+
+
+def _subs(warp_agent: tuple[int, ...]) -> tuple[int, ...]:
+    """Each warp's place in its agent's warpgroup (0 for a one-warp agent and for padding)."""
+    out, seen = [], {}
+    for agent in warp_agent:
+        k = seen.get(agent, 0) if agent >= 0 else 0
+        out.append(k)
+        if agent >= 0:
+            seen[agent] = k + 1
+    return tuple(out)
+
+
+def _kinds_used(program: Program) -> frozenset:
+    return frozenset(n.kind for a in program.agents for n in a.nodes if isinstance(n, Line))
+
+
+def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1,
+            kinds: frozenset = frozenset()) -> str:
     """The device helpers and PTX wrappers every kernel starts with (also the hand-written
-    bandwidth reference's and the probes')."""
+    bandwidth reference's and the probes'). The record kinds after `error` (the asynchronous
+    families') are defined only where the program has their lines."""
+    first = KINDS[:KINDS.index("error") + 1]
     kind_defines = "\n".join(f"#define K_{name.upper()} {code}" for name, code in
-                             KIND_CODE.items())
+                             KIND_CODE.items() if name in first or name in kinds)
     return PRELUDE % {"stage_records": STAGE_RECORDS, "kind_defines": kind_defines,
                       "logging": int(logging), "cluster": cluster,
                       "agents_per_cta": agents_per_cta}

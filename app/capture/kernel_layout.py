@@ -19,7 +19,10 @@ SMEM_LIMIT = 227 * 1024
 # Record kinds (word 2, bits 0..7). One per line kind, plus the agent's start and end.
 KINDS = ("start", "end", "init", "arrive", "arrive_drop", "arrive_expect_tx", "expect_tx",
          "complete_tx", "wait_parity", "wait_token", "inval", "load", "store", "commit_group",
-         "wait_group", "proxy_fence", "st_shared", "ld_shared", "ld_global", "error")
+         "wait_group", "proxy_fence", "st_shared", "ld_shared", "ld_global", "error",
+         "cp_async", "cp_async_commit", "cp_async_wait", "cp_async_arrive", "reduce_store",
+         "st_async", "red_async", "tensor_load", "tensor_store", "wgmma_fence", "wgmma_mma",
+         "wgmma_commit", "wgmma_wait")
 KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS)}
 KIND_NAME = {code: name for name, code in KIND_CODE.items()}
 
@@ -64,6 +67,11 @@ class Layout:
     bar_cta: tuple[int, ...] = ()
     stage_cta: tuple[int, ...] = ()
     logging: bool = True
+    warp_agent: tuple[int, ...] = ()
+    """Where agents issue `wgmma` (a warpgroup's instruction: PTX 9.7.15.1): for each warp of a
+    CTA, the agent (its number within the CTA) it runs. Such an agent runs as four warps, a
+    warpgroup (they come first, so each starts at a multiple of four), the first of which
+    issues and logs. Empty: one warp per agent."""
 
     def as_dict(self) -> dict:
         return {"smem_bytes": self.smem_bytes, "stage_offsets": list(self.stage_offsets),
@@ -106,10 +114,29 @@ def layout(program: Program, logging: bool = True) -> Layout:
         tensor_tiles.append(tiles)
         gbytes = _align(gbytes + elements * nbytes)
         tiles += elements
+    warps = warp_agents(program, per_cta)
     return Layout(0, stage_offsets, staging, smem, tuple(tensor_offsets), tuple(tensor_tiles),
-                  gbytes, tiles, 32 * per_cta, ctas, per_cta, bar_local,
+                  gbytes, tiles, 32 * (len(warps) or per_cta), ctas, per_cta, bar_local,
                   tuple(b.cta for b in program.barriers), tuple(s.cta for s in program.stages),
-                  logging)
+                  logging, warps)
+
+
+def warpgroup_agent(agent) -> bool:
+    """Whether an agent issues warpgroup instructions (`wgmma`), so runs as a warpgroup."""
+    return any(isinstance(n, Line) and n.kind.startswith("wgmma_") for n in agent.nodes)
+
+
+def warp_agents(program: Program, per_cta: int) -> tuple[int, ...]:
+    """`Layout.warp_agent`: empty unless some agent is a warpgroup."""
+    agents = program.agents[:per_cta]
+    if not any(warpgroup_agent(a) for a in agents):
+        return ()
+    out: list[int] = []
+    for i, agent in enumerate(agents):  # warpgroups first: each starts at a multiple of four
+        if warpgroup_agent(agent):
+            out.extend([i] * 4)
+    out.extend(i for i, agent in enumerate(agents) if not warpgroup_agent(agent))
+    return tuple(out)
 
 
 MAX_CLUSTER = 8
@@ -131,7 +158,16 @@ def check(program: Program, logging: bool = True) -> None:
                     f"{agent.name}: `{node.op}` needs {HOPPER_MISSING[node.kind]}, which "
                     "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
                     "pipeline stays simulation-only")
+    for agent in program.agents:
+        if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind == "wait_token"
+                                          for n in agent.nodes):
+            raise CodegenError(f"{agent.name}: a warpgroup agent (it issues `wgmma`) waits on a "
+                               "state token; the generator gives the token to its first warp "
+                               "only: wait with `.parity`")
     lay = layout(program, logging)
+    if lay.threads > 1024:
+        raise CodegenError(f"a CTA of {lay.threads} threads: a warpgroup agent takes four "
+                           "warps, and a block has at most 1,024 threads")
     if lay.smem_bytes > SMEM_LIMIT:
         raise CodegenError(f"the stages and the log need {lay.smem_bytes} bytes of shared "
                            f"memory; a Hopper block has at most {SMEM_LIMIT}")
