@@ -47,15 +47,20 @@ class AgentWriter:
         the one named (the engine's `Ref.base` is then CTA 0's)."""
         if ref.cta is None:
             return ref.base
-        if ref.cta.const is None:
-            raise CodegenError(f"`mapa({ref.array}, {ref.cta.text})`: the generator needs the "
-                               "CTA as a constant")
         return ref.base + ref.cta.const * ref.size
 
     def index(self, ref: Ref, var: str) -> None:
-        """`var` = the flat index (within its kind) of `ref`'s element, bounds-checked."""
-        base = self.base(ref)
-        if ref.index.const is not None:
+        """`var` = the flat index (within its kind) of `ref`'s element, bounds-checked (and
+        for `mapa` to a CTA a register names, the CTA too)."""
+        if ref.cta is not None and ref.cta.const is None:
+            self.emit(f"const i64 {var}_c = {self.expr(ref.cta)};  // mapa's CTA "
+                      f"{ref.cta.text}", 2)
+            self.emit(f"if ({var}_c < 0 || {var}_c >= {ref.ctas}) {{ err_code = "
+                      f"{ERROR_OUT_OF_BOUNDS}; err_value = {var}_c; goto error; }}", 2)
+            base = f"{ref.base} + (u32){var}_c * {ref.size}"
+        else:
+            base = self.base(ref)
+        if ref.index.const is not None and isinstance(base, int):
             self.emit(f"const u32 {var} = {base + ref.index.const};  // {ref.array}"
                       f"[{ref.index.text}]", 2)
             return
@@ -168,7 +173,8 @@ class AgentWriter:
             if dest != SINK or kind == "arrive_drop":
                 raise CodegenError(f"`{self.node.op}` through the cluster window: PTX allows "
                                    "no state there (write `_`), and no arrive_drop")
-            self.emit(f"const u32 where = mapa_u32({addr}, bar_cta(b));", 2)
+            rank = "bar_cta(b)" if self.lay.cluster > 1 else "0"  # no cluster: a cluster of 1
+            self.emit(f"const u32 where = mapa_u32({addr}, {rank});", 2)
             self._lane0([f"{call}_cluster{'' if count is None else '_n'}(where, v);"])
             self.emit("__syncwarp();", 2)
             self._log(kind, "1", "b", "v")  # detail 1: a remote arrive, no token
@@ -596,8 +602,11 @@ class AgentWriter:
         for i in sorted(self.tokens):
             decls.append(f"    u64 tok_{self.reg(i)} = 0;  // state token of "
                          f"{agent.registers[i - 1]}")
-        decls += ["    u32 lines = 0, bad_reads = 0, status = 0;",
-                  "    u64 err_code = 0;", "    i64 err_value = 0;",
+        errors = any("goto error" in line for line in body)
+        decls += ["    u32 lines = 0, bad_reads = 0, status = 0;"]
+        if errors:
+            decls += ["    u64 err_code = 0;", "    i64 err_value = 0;"]
+        decls += [
                   "    // the start record: the CTA's rank, and its clocks at the cluster barriers",
                   "    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, "
                   f"{self.slot}, 0, c.rank, c.sync[0], c.sync[1], c.sync[2], c.sync[3], 0);",
@@ -609,11 +618,13 @@ class AgentWriter:
             tail += ["timed_out:",
                      "    status = 1;  // a wait gave up: the kernel's view of a deadlock",
                      "    goto end;"]
-        tail += ["error:",
-                "    status = 2;  // an operand out of range (the engine's undefined_behavior)",
-                "    if (c.lane == 0) log_put(L, clock_now(), 0, K_ERROR, "
-                f"{self.slot}, 0, 0, err_code, (u64)err_value, 0, 0, 0);",
-                "end:",
+        if errors:
+            tail += ["error:",
+                     "    status = 2;  // an operand out of range (the engine's "
+                     "undefined_behavior)",
+                     "    if (c.lane == 0) log_put(L, clock_now(), 0, K_ERROR, "
+                     f"{self.slot}, 0, 0, err_code, (u64)err_value, 0, 0, 0);"]
+        tail += ["end:",
                 "    if (c.lane == 0) {",
                 "        // the CTA's shared memory must outlive this agent's bulk stores",
                 '        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");',

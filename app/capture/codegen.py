@@ -131,8 +131,8 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     out.append("}")
     out.append("")
     if lay.warp_agent:
-        out.append("// Warps of a CTA: the agent each runs (a warpgroup agent runs four), and "
-                   "which of its warps it is.")
+        out.append("// Warps of a CTA: the agent each runs (`warps N`: N of them; -1 pads a "
+                   "warpgroup), and which of its warps it is.")
         for what, values in (("warp_agent", lay.warp_agent),
                              ("warp_sub", _subs(lay.warp_agent))):
             out.append(f"__device__ __forceinline__ int {what}(u32 w) {{")
@@ -146,7 +146,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
         grouped = {"block": f"{lay.threads}",
                    "lane": "(threadIdx.x & 31) + 32 * warp_sub(warp)",
                    "local_slot": "(u32)warp_agent(warp)",
-                   "slot": "slot"}
+                   "slot": "warp_agent(warp) < 0 ? 0xFFFFFFFFu : slot"}
     else:
         grouped = {"block": "32 * AGENTS_PER_CTA", "lane": "threadIdx.x & 31",
                    "local_slot": "warp", "slot": "slot"}

@@ -68,10 +68,10 @@ class Layout:
     stage_cta: tuple[int, ...] = ()
     logging: bool = True
     warp_agent: tuple[int, ...] = ()
-    """Where agents issue `wgmma` (a warpgroup's instruction: PTX 9.7.15.1): for each warp of a
-    CTA, the agent (its number within the CTA) it runs. Such an agent runs as four warps, a
-    warpgroup (they come first, so each starts at a multiple of four), the first of which
-    issues and logs. Empty: one warp per agent."""
+    """Where agents stand for several warps (`warps 4`, a warpgroup: `wgmma` is executed by all
+    of its 128 threads, PTX 9.7.15.1): for each warp of a CTA, the agent (its number within the
+    CTA) it runs, or -1 for a warp that pads a warpgroup to a multiple of four. Such an agent
+    runs as that many warps, the first of which issues and logs. Empty: one warp per agent."""
 
     def as_dict(self) -> dict:
         return {"smem_bytes": self.smem_bytes, "stage_offsets": list(self.stage_offsets),
@@ -122,19 +122,22 @@ def layout(program: Program, logging: bool = True) -> Layout:
 
 
 def warpgroup_agent(agent) -> bool:
-    """Whether an agent issues warpgroup instructions (`wgmma`), so runs as a warpgroup."""
-    return any(isinstance(n, Line) and n.kind.startswith("wgmma_") for n in agent.nodes)
+    """Whether an agent stands for several warps (`agent consumer warps 4`: a warpgroup, as
+    `wgmma` needs), so runs as that many."""
+    return agent.warps > 1
 
 
 def warp_agents(program: Program, per_cta: int) -> tuple[int, ...]:
-    """`Layout.warp_agent`: empty unless some agent is a warpgroup."""
+    """`Layout.warp_agent`: empty unless some agent stands for several warps. Those come first,
+    each starting at a multiple of four warps (a warpgroup), padded with -1."""
     agents = program.agents[:per_cta]
     if not any(warpgroup_agent(a) for a in agents):
         return ()
     out: list[int] = []
-    for i, agent in enumerate(agents):  # warpgroups first: each starts at a multiple of four
+    for i, agent in enumerate(agents):
         if warpgroup_agent(agent):
-            out.extend([i] * 4)
+            out.extend([-1] * (-len(out) % 4))
+            out.extend([i] * agent.warps)
     out.extend(i for i, agent in enumerate(agents) if not warpgroup_agent(agent))
     return tuple(out)
 
@@ -161,12 +164,12 @@ def check(program: Program, logging: bool = True) -> None:
     for agent in program.agents:
         if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind == "wait_token"
                                           for n in agent.nodes):
-            raise CodegenError(f"{agent.name}: a warpgroup agent (it issues `wgmma`) waits on a "
+            raise CodegenError(f"{agent.name}: an agent of several warps waits on a "
                                "state token; the generator gives the token to its first warp "
                                "only: wait with `.parity`")
     lay = layout(program, logging)
     if lay.threads > 1024:
-        raise CodegenError(f"a CTA of {lay.threads} threads: a warpgroup agent takes four "
+        raise CodegenError(f"a CTA of {lay.threads} threads: an agent of `warps N` takes N "
                            "warps, and a block has at most 1,024 threads")
     if lay.smem_bytes > SMEM_LIMIT:
         raise CodegenError(f"the stages and the log need {lay.smem_bytes} bytes of shared "

@@ -15,7 +15,7 @@ from app.sim.program import Assign, Branch, Expr, Jump, Line
 
 from . import syntax
 from .errors import PipelineError
-from .exprs import Scope, compile_expr, constant, text_of
+from .exprs import STATE_FIELDS, Scope, compile_expr, constant, text_of
 from .instructions import build
 from .limits import MAX_HELPER_DEPTH, MAX_LINES, MAX_NODES, MAX_REGISTERS, MAX_STAGES
 from .syntax import (
@@ -136,18 +136,27 @@ class AgentBuilder:
             self.emit(Jump(top_node))
             self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
         elif isinstance(stmt, If):
+            cond = compile_expr(stmt.cond, self.scope)
             branch = self.emit(None)
-            self.block(stmt.then, ctx)
+            self.dead_block(stmt.then, ctx, cond.const == 0)
             if stmt.orelse:
                 jump = self.emit(None)
-                self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
-                self.block(stmt.orelse, ctx)
+                self.nodes[branch] = Branch(cond, len(self.nodes))
+                self.dead_block(stmt.orelse, ctx, cond.const not in (None, 0))
                 self.nodes[jump] = Jump(len(self.nodes))
             else:
-                self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
+                self.nodes[branch] = Branch(cond, len(self.nodes))
         else:
             raise PipelineError("this statement cannot stand here", stmt.pos.line,
                                 stmt.pos.column)
+
+    def dead_block(self, stmts, ctx, dead: bool) -> None:
+        """A branch's block; `dead` when a constant condition means it never runs."""
+        self.scope.dead += dead
+        try:
+            self.block(stmts, ctx)
+        finally:
+            self.scope.dead -= dead
 
     def declare(self, stmt: Decl) -> None:
         if stmt.type == "int":
@@ -159,16 +168,27 @@ class AgentBuilder:
         if not 1 <= stages <= MAX_STAGES:
             raise PipelineError(f"a PipelineState has 1..{MAX_STAGES} stages; got {stages}",
                                 stmt.pos.line, stmt.pos.column)
-        phase = 0
-        if stmt.init is not None:
+        start = (0, 0, 0)
+        if isinstance(stmt.init, Name) and stmt.init.name in self.scope.states:
+            self.same_stages(stmt.init, stages, stmt.name)
+            start = tuple(self.initial[self.scope.registers[f"{stmt.init.name}.{part}"] - 1]
+                          for part in STATE_FIELDS)  # a copy of its value at launch
+        elif stmt.init is not None:
             if not isinstance(stmt.init, Ctor) or stmt.init.name not in START_STATES:
-                raise PipelineError("a PipelineState starts as `make_producer_start_state()` "
-                                    "or `make_consumer_start_state()`", stmt.pos.line,
-                                    stmt.pos.column)
-            phase = START_STATES[stmt.init.name]
-        for part, value in (("index", 0), ("phase", phase), ("count", 0)):
+                raise PipelineError("a PipelineState starts as `make_producer_start_state()`, "
+                                    "`make_consumer_start_state()` or a copy of another",
+                                    stmt.pos.line, stmt.pos.column)
+            start = (0, START_STATES[stmt.init.name], 0)
+        for part, value in zip(STATE_FIELDS, start, strict=True):
             self.register(f"{stmt.name}.{part}", value, stmt.pos)
         self.scope.states[stmt.name] = stages
+
+    def same_stages(self, other: Name, stages: int, name: str) -> None:
+        theirs = self.scope.states[other.name]
+        if theirs != stages:
+            raise PipelineError(f"`{other.name}` is a PipelineState<{theirs}>; `{name}` is a "
+                                f"PipelineState<{stages}>", other.pos.line, other.pos.column,
+                                hint="a copy keeps its stage count, as C++ does its type")
 
     def for_loop(self, stmt: For, ctx, top: bool) -> None:
         if stmt.var not in self.scope.registers:
@@ -233,23 +253,72 @@ class AgentBuilder:
             return ((p, Expr(f"++{name}", f"(r[{p}] ^ int(r[{i}] + 1 == {stages}))")),
                     (i, Expr(f"++{name}", f"((r[{i}] + 1) % {stages})")),
                     (c, Expr(f"++{name}", f"(r[{c}] + 1)")))
+        if field is None and name in self.scope.states and stmt.op in (".advance", "+="):
+            return self.advance(name, stmt)
+        if field is None and name in self.scope.states and stmt.op == "=":
+            return self.copy(name, stmt)
+        if stmt.op.startswith("."):
+            if name not in self.scope.states:
+                raise PipelineError(f"`{name}{stmt.op}(...)`: only a PipelineState has methods",
+                                    pos.line, pos.column)
+            raise PipelineError(f"a PipelineState has no method `{stmt.op[1:]}`", pos.line,
+                                pos.column, hint=f"`++{name}` or `{name}.advance(n)`")
         target = name if field is None else f"{name}.{field}"
         if target not in self.scope.registers or target in self.hidden:
             if name in self.scope.constants:
                 raise PipelineError(f"`{name}` is a parameter; it cannot change", pos.line,
                                     pos.column)
+            if field is None and name in self.scope.states and stmt.op == "--":
+                raise PipelineError(f"`--{name}`: a PipelineState only moves forward",
+                                    pos.line, pos.column,
+                                    hint=f"CUTLASS's PipelineState has `++{name}` and "
+                                         f"`{name}.advance(n)`, no `--`")
             if field is None and name in self.scope.states:
                 raise PipelineError(f"`{name}` is a PipelineState: advance it with `++{name}` "
                                     "or assign one of its fields", pos.line, pos.column)
             raise self.scope.unknown(target, pos)
         ref = Name(target, pos) if field is None else Field(Name(name, pos), field, pos)
-        if stmt.op == "++":
-            value = BinOp("+", ref, Num(1, pos), pos)
+        if stmt.op in ("++", "--"):
+            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
         elif stmt.op == "=":
             value = stmt.value
         else:
             value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
         return ((self.scope.registers[target], compile_expr(value, self.scope)),)
+
+    def advance(self, name: str, stmt: Simple) -> tuple:
+        """CUTLASS's `PipelineState::advance(num_iterations)` (also `s += n`), as
+        sm90_pipeline.hpp writes it: the phase flips when n < Stages and index + n reaches
+        Stages, or when n >= Stages and (index + n) / Stages is odd; index = (index + n) %
+        Stages; count += n. n is a `uint32_t` there: outside 0..2^32-1 the run stops."""
+        stages = self.scope.states[name]
+        i, p, c = (self.scope.registers[f"{name}.{f}"] for f in STATE_FIELDS)
+        n = compile_expr(stmt.value, self.scope)
+        if any(f"r[{reg}]" in n.code for reg in (i, p, c)):
+            raise PipelineError(f"`{name}.advance(...)`: the count reads `{name}` itself",
+                                stmt.value.pos.line, stmt.value.pos.column,
+                                hint="copy what it needs into a register first")
+        if n.const is not None and not 0 <= n.const < 2**32:
+            raise PipelineError(f"a PipelineState advances by 0..2^32-1; got {n.const}",
+                                stmt.value.pos.line, stmt.value.pos.column)
+        u, text = f"_uint({n.code})", f"{name}.advance({n.text})"
+        flip = (f"int(({u} < {stages} and r[{i}] + {u} >= {stages}) or ({u} >= {stages} and "
+                f"_mod(_div(r[{i}] + {u}, {stages}), 2) == 1))")
+        return ((p, Expr(text, f"(r[{p}] ^ {flip})")),
+                (i, Expr(text, f"_mod(r[{i}] + {u}, {stages})")),
+                (c, Expr(text, f"(r[{c}] + {u})")))
+
+    def copy(self, name: str, stmt: Simple) -> tuple:
+        """`t = s;`: CUTLASS's `PipelineState::operator=`, every field at once."""
+        other = stmt.value
+        if not isinstance(other, Name) or other.name not in self.scope.states:
+            raise PipelineError(f"`{name}` is a PipelineState: assign it another one, or one "
+                                "of its fields", stmt.pos.line, stmt.pos.column)
+        self.same_stages(other, self.scope.states[name], name)
+        regs = self.scope.registers
+        return tuple((regs[f"{name}.{f}"],
+                      Expr(f"{name} = {other.name}", f"r[{regs[f'{other.name}.{f}']}]"))
+                     for f in STATE_FIELDS)
 
     # -------------------------------------------------------------------------------- helpers
 
@@ -339,8 +408,10 @@ def _substitute_words(text: str, words: dict) -> str:
 def _simple_text(stmt: Simple) -> str:
     name, field = stmt.target
     target = name if field is None else f"{name}.{field}"
-    if stmt.op == "++":
-        return f"++{target}"
+    if stmt.op in ("++", "--"):
+        return f"{stmt.op}{target}"
+    if stmt.op.startswith("."):
+        return f"{target}{stmt.op}({text_of(stmt.value)})"
     return f"{target} {stmt.op} {text_of(stmt.value)}"
 
 

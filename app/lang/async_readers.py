@@ -101,6 +101,19 @@ def _wgmma_types(o) -> None:
         raise fail("atype", "a `.b1` MMA takes `.and.popc`", "write `.b1.b1.and.popc`")
 
 
+def warpgroup(read):
+    """A `wgmma` line's reader: PTX 9.7.15.1: the instruction is executed by all 128 threads of a
+    warpgroup (`.sync.aligned`), so its agent is declared as four warps."""
+    def checked(o) -> tuple:
+        if o.scope.constants.get("%warps", 1) != 4:
+            raise o.error(f"`{o.parsed.form.stem}` is a warpgroup's instruction: the agent must "
+                          "be four warps", hint="declare it `agent NAME warps 4 { ... }` (PTX "
+                                                "9.7.15.1: all threads of the warpgroup execute "
+                                                "it)")
+        return read(o)
+    return checked
+
+
 def _wgmma_mma(o) -> tuple:
     _wgmma_types(o)
     node = o.items[0] if o.items else None
@@ -214,10 +227,10 @@ def _reduce_store(o) -> tuple:
 READERS = {
     "tensor_load": _tensor_load,
     "tensor_store": _tensor_store,
-    "wgmma_fence": lambda o: (),
-    "wgmma_mma": _wgmma_mma,
-    "wgmma_commit": lambda o: (),
-    "wgmma_wait": _wgmma_wait,
+    "wgmma_fence": warpgroup(lambda o: ()),
+    "wgmma_mma": warpgroup(_wgmma_mma),
+    "wgmma_commit": warpgroup(lambda o: ()),
+    "wgmma_wait": warpgroup(_wgmma_wait),
     "cp_async": _cp_async,
     "cp_async_commit": lambda o: (),
     "cp_async_wait": _cp_async_wait,

@@ -9,7 +9,7 @@ The pipeline is compiled in layers that import one way (each only from those abo
 - `agents`: each agent's body (registers, statements, loops, helper calls), one instance per
   element of an agent array and per CTA;
 - `instructions`: one instruction statement to one engine `Line`: a new instruction's lowering
-  is its row in its family's `FORMS` (app/sim) and its operand reader in
+  is its row in its family's `FAMILY.forms` (app/sim/families) and its operand reader in
   `instructions.READERS`;
 - this module: `instantiate`, which puts them together, and the public names.
 
@@ -18,12 +18,19 @@ Errors carry the line and column.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from app.sim.program import Program
 
 from .agents import AgentBuilder, substitute
-from .declarations import ArrayDecl, cluster_size, declarations
+from .declarations import (
+    ArrayDecl,
+    cluster_constants,
+    cluster_shape,
+    cta_constants,
+    declarations,
+)
 from .errors import ParamError, PipelineError
 from .exprs import Scope, constant
 from .limits import (
@@ -31,6 +38,7 @@ from .limits import (
     MAX_BARRIERS,
     MAX_CHUNKS,
     MAX_CLUSTER,
+    MAX_CTA_THREADS,
     MAX_ELEMENTS,
     MAX_HELPER_DEPTH,
     MAX_LINES,
@@ -47,8 +55,9 @@ from .syntax import Agent, Helper, Index
 @lru_cache(maxsize=256)
 def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Program:
     """The engine program for these parameter values (`resolve_params` checked them)."""
-    constants = dict(values)
-    ctas = cluster_size(pipeline)
+    shape = cluster_shape(pipeline, dict(values))
+    ctas = shape[0] * shape[1]
+    constants = {**dict(values), **cluster_constants(shape)}
     arrays, barriers, stages, tensors, tmems = declarations(pipeline, constants, ctas)
     kinds = {name: decl.kind for name, decl in arrays.items()}
     user_helpers = {h.name: h for h in pipeline.module.items if isinstance(h, Helper)}
@@ -63,13 +72,30 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                 raise PipelineError(f"a pipeline has 1 to {MAX_AGENTS} agents; `{item.name}` "
                                     f"makes it {len(agents) + count}", item.pos.line,
                                     item.pos.column, limit="agents")
+            warps, lanes = _shape(item, Scope(constants, kinds))
+            if len(agents) + count * lanes > MAX_AGENTS:
+                raise PipelineError(f"a pipeline has 1 to {MAX_AGENTS} agents (each lane is "
+                                    f"one); `{item.name}` makes it {len(agents) + count * lanes}",
+                                    item.pos.line, item.pos.column, limit="agents")
             for rank in range(count):
                 name = item.name if item.dim is None else f"{item.name}{rank}"
                 if ctas > 1:
                     name = f"cta{cta}.{name}"
-                here = {**constants, "rank": rank, "cta": cta, "cluster_size": ctas}
-                builder = AgentBuilder(pipeline.text, arrays, here, user_helpers)
-                agents.append(builder.build(name, item))
+                here = {**constants, **cta_constants(shape, cta), "rank": rank,
+                        "%warps": warps}
+                warp = len(agents)
+                for lane in range(lanes):
+                    mine = {**here, "%laneid": lane} if lanes > 1 else here
+                    builder = AgentBuilder(pipeline.text, arrays, mine, user_helpers)
+                    program = builder.build(f"{name}.lane{lane}" if lanes > 1 else name, item)
+                    agents.append(replace(program, warps=warps, lanes=lanes, lane=lane,
+                                          warp=warp))
+            threads = sum(a.warps * (32 if a.lane == 0 else 0) for a in agents if a.cta == cta)
+            if threads > MAX_CTA_THREADS:
+                raise PipelineError(f"a CTA has at most {MAX_CTA_THREADS} threads "
+                                    f"({MAX_CTA_THREADS // 32} warps); `{item.name}` makes it "
+                                    f"{threads}", item.pos.line, item.pos.column,
+                                    limit="agents")
     if not agents:
         raise PipelineError("a pipeline needs at least one `agent { ... }`",
                             len(pipeline.text.splitlines()) or 1, 1)
@@ -77,8 +103,27 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                    ctas)
 
 
+def _shape(item: Agent, scope: Scope) -> tuple[int, int]:
+    """An agent's `warps N` (warps in lockstep, 1 by default) and `lanes N` (movers of its one
+    warp, 1 by default), checked."""
+    warps = 1 if item.warps is None else constant(item.warps, scope, "an agent's `warps`")
+    lanes = 1 if item.lanes is None else constant(item.lanes, scope, "an agent's `lanes`")
+    pos = item.pos
+    if not 1 <= warps <= MAX_CTA_THREADS // 32:
+        raise PipelineError(f"`warps {warps}`: an agent stands for 1 to {MAX_CTA_THREADS // 32} "
+                            "warps", pos.line, pos.column)
+    if not 1 <= lanes <= 32:
+        raise PipelineError(f"`lanes {lanes}`: a warp has 32 lanes; model 1 to 32 of them",
+                            pos.line, pos.column)
+    if lanes > 1 and warps > 1:
+        raise PipelineError("`lanes` splits one warp into movers; it does not go with `warps`",
+                            pos.line, pos.column,
+                            hint="declare the lanes of one warp (`agent producer lanes 4`)")
+    return warps, lanes
+
+
 __all__ = ["Pipeline", "load", "instantiate", "resolve_params", "check_requires", "sha256",
-           "cluster_size", "ArrayDecl", "AgentBuilder", "substitute", "BUILTIN_CONSTANTS",
+           "cluster_shape", "ArrayDecl", "AgentBuilder", "substitute", "BUILTIN_CONSTANTS",
            "ParamError", "PipelineError", "Index", "MAX_SOURCE_BYTES", "MAX_AGENTS",
            "MAX_BARRIERS", "MAX_STAGES", "MAX_CHUNKS", "MAX_LINES", "MAX_NODES",
            "MAX_REGISTERS", "MAX_ELEMENTS", "MAX_HELPER_DEPTH", "MAX_CLUSTER", "PARAM_LIMIT"]

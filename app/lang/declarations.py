@@ -45,15 +45,45 @@ class ArrayDecl:
 
 
 
-def cluster_size(pipeline: Pipeline) -> int:
-    sizes = [c for c in pipeline.module.items if isinstance(c, syntax.Cluster)]
-    if len(sizes) > 1:
-        raise PipelineError("`cluster` is declared twice", sizes[1].pos.line,
-                            sizes[1].pos.column)
-    if sizes and not 1 <= sizes[0].size <= MAX_CLUSTER:
-        raise PipelineError(f"a cluster has 1 to {MAX_CLUSTER} CTAs here", sizes[0].pos.line,
-                            sizes[0].pos.column, limit="cluster")
-    return sizes[0].size if sizes else 1
+def cluster_shape(pipeline: Pipeline, constants: dict) -> tuple[int, int]:
+    """The cluster's CTAs in x and y (`cluster X, Y;`; `cluster N;` is N x 1; none is 1 x 1)."""
+    shapes = [c for c in pipeline.module.items if isinstance(c, syntax.Cluster)]
+    if len(shapes) > 1:
+        raise PipelineError("`cluster` is declared twice", shapes[1].pos.line,
+                            shapes[1].pos.column)
+    if not shapes:
+        return 1, 1
+    decl = shapes[0]
+    where = (decl.pos.line, decl.pos.column)
+    scope = Scope(constants, {})
+    dims = [constant(d, scope, "a cluster's size") for d in decl.dims]
+    for node, value in zip(decl.dims, dims, strict=True):
+        if value < 1:
+            raise _limit(node, f"a cluster dimension is at least 1; got {value}", where,
+                         "cluster")
+    x, y = (*dims, 1)[:2]
+    if x * y > MAX_CLUSTER:
+        node = next((d for d in decl.dims if isinstance(d, Name)), None)
+        shape = " x ".join(str(v) for v in dims)
+        raise _limit(node, f"a cluster has 1 to {MAX_CLUSTER} CTAs here; {shape} makes "
+                           f"{x * y}", where, "cluster")
+    return x, y
+
+
+def cluster_constants(shape: tuple[int, int]) -> dict[str, int]:
+    """What every agent and declaration may read of the cluster: its size, and PTX's special
+    registers of its shape (PTX 10.15, 10.17)."""
+    x, y = shape
+    return {"cluster_size": x * y, "%cluster_nctarank": x * y, "%cluster_nctaid.x": x,
+            "%cluster_nctaid.y": y, "%cluster_nctaid.z": 1}
+
+
+def cta_constants(shape: tuple[int, int], rank: int) -> dict[str, int]:
+    """One CTA's place in the cluster: its rank (`cta`, PTX's `%cluster_ctarank`, 10.16) and
+    its `%cluster_ctaid` (10.14), x varying fastest (CUDA's `cluster.block_rank()`)."""
+    x = shape[0]
+    return {"cta": rank, "%cluster_ctarank": rank, "%cluster_ctaid.x": rank % x,
+            "%cluster_ctaid.y": rank // x, "%cluster_ctaid.z": 0}
 
 
 def declarations(pipeline: Pipeline, constants: dict, ctas: int):

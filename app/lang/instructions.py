@@ -6,9 +6,9 @@ with the modelled modifiers; the operands are then read in the form's order by t
 line kind. The opcode stays in the trace as written. docs/language.md lists every form.
 
 A new instruction is lowered in three places: its opcode's head in `OPCODE` of pipeline.lark
-(if the head is new), its `Form` row in its family's `FORMS` in app/sim (which also registers
-the line handler of its kind), and its operand reader under that kind in its family's table
-below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own table to `READERS`).
+(if the head is new), its `Form` row in its family's `FAMILY.forms` in app/sim/families (which
+also registers the line handler of its kind), and its operand reader under that kind in its
+family's table below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own to `READERS`).
 """
 
 from __future__ import annotations
@@ -119,22 +119,31 @@ class Operands:
             if not decl.indexed:
                 raise self.error(f"`{name}` is not an array", node)
             index_expr = compile_expr(index, self.scope)
-            if index_expr.const is not None and not 0 <= index_expr.const < decl.size:
+            if (index_expr.const is not None and not 0 <= index_expr.const < decl.size
+                    and not self.scope.dead):
                 raise self.error(f"`{name}[{index_expr.const}]` is out of range: `{name}` has "
                                  f"{decl.size} element(s)", node)
-        if remote is not None and decl.ctas == 1:
-            raise self.error(f"`mapa`: `{name}` is not in shared memory of a cluster (declare "
-                             "`cluster N;`)", node)
         if remote is not None:
-            self._remote(node, kind)
+            self._remote(node, kind, name, decl, remote)
         own = self.scope.constants.get("cta", 0) if decl.ctas > 1 else 0
         if remote is not None:
             return Ref(name, decl.base, decl.size, index_expr, remote, decl.ctas), offset
         return Ref(name, decl.base + own * decl.size, decl.size, index_expr), offset
 
-    def _remote(self, node, kind: str) -> None:
+    def _remote(self, node, kind: str, name: str, decl, cta) -> None:
         """A `[mapa(object, cta)]` operand: an object in another CTA's shared memory (PTX's
-        `.shared::cluster` window), where the form allows one."""
+        `.shared::cluster` window), where the form allows one. A program without `cluster`
+        is a cluster of one CTA, where `mapa(object, 0)` is the object itself; a constant CTA
+        outside the cluster is refused where the line can run, and stops the run
+        (`out_of_bounds`) where it is computed."""
+        if kind not in ("barrier", "smem"):
+            raise self.error(f"`mapa`: `{name}` is a {kind}, not in shared memory", node)
+        if cta.const is not None and not 0 <= cta.const < decl.ctas and not self.scope.dead:
+            shape = self.scope.constants.get("cluster_size", decl.ctas)
+            raise self.error(f"`mapa({name}, {cta.const})`: the cluster has {shape} CTA(s), "
+                             f"ranks 0..{shape - 1}", node,
+                             hint="a line that never runs may name any CTA: guard it with a "
+                                  "constant test, like `if (cluster_size > 1) { ... }`")
         form = self.parsed.form
         if form.remote:
             noun = {"smem": "stage"}.get(kind, kind)
@@ -358,5 +367,44 @@ TENSOR_CORE = {
 }
 """app/sim/families/tensor_core.py's kinds."""
 
-READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **async_readers.READERS}
+def _named_barrier(o: Operands) -> tuple:
+    """`a{, b}`: the barrier 0..15 and the thread count (required for `arrive`)."""
+    bar_id = o.value("the barrier id `a` (0..15)")
+    if not o.items and o.parsed.form.kind == "bar_arrive":
+        raise o.error(f"`{o.parsed.form.stem}` takes its thread count `b` (PTX 9.7.13.1: a "
+                      "non-zero thread count is required for `arrive`)")
+    return (bar_id, o.value("the thread count `b`") if o.items else None)
+
+
+NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}
+"""app/sim/families/named_barrier.py's kinds."""
+
+
+def _membermask(o: Operands) -> Expr:
+    """A warp's `membermask`: only every lane (0xffffffff) is modelled."""
+    node = o.items[0] if o.items else None
+    mask = o.value("the membermask")
+    if mask.const != 0xFFFFFFFF:
+        raise o.error("only the full membermask (0xffffffff) is modelled", node,
+                      hint="an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all "
+                           "take part")
+    return mask
+
+
+def _elect(o: Operands) -> tuple:
+    """`d|p, membermask`: the leader's laneid and the leader predicate (`_` drops either)."""
+    node = o.items.pop(0) if o.items else None
+    if not (isinstance(node, BinOp) and node.op == "|" and isinstance(node.left, Name)
+            and isinstance(node.right, Name)):
+        raise o.error("expected `d|p`: the leader's laneid and the leader predicate", node,
+                      hint="write `_|is_leader` to keep only the predicate (PTX 9.7.13.14)")
+    regs = o.scope.registers
+    return (regs.get(node.left.name, SINK), regs.get(node.right.name, SINK), _membermask(o))
+
+
+WARP = {"elect": _elect, "warp_sync": lambda o: (_membermask(o),)}
+"""app/sim/families/warp.py's kinds."""
+
+READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **NAMED_BARRIERS, **WARP,
+           **async_readers.READERS}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

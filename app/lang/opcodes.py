@@ -21,16 +21,8 @@ from app.sim.isa import Form, Gap, Slot
 from .errors import PipelineError
 
 NOT_YET = (
-    Gap("bar", "9.7.13.1", "named barriers (`bar`, `barrier`) are not modelled yet",
-        "an mbarrier (`mbarrier.arrive` / `mbarrier.try_wait.parity`) orders the same threads"),
-    Gap("barrier", "9.7.13.1", "named barriers (`bar`, `barrier`) are not modelled yet",
-        "an mbarrier (`mbarrier.arrive` / `mbarrier.try_wait.parity`) orders the same threads"),
-    Gap("bar.warp.sync", "9.7.13.2", "`bar.warp.sync` is not modelled yet",
-        "an agent is a warp already"),
     Gap("barrier.cluster", "9.7.13.3", "cluster barriers (`barrier.cluster`) are not modelled "
                                        "yet"),
-    Gap("elect.sync", "9.7.13.14", "`elect.sync` is not modelled yet",
-        "an agent is one elected thread already"),
     Gap("griddepcontrol", "9.7.13.13", "`griddepcontrol` is not modelled yet"),
     Gap("clusterlaunchcontrol", "9.7.13.17", "`clusterlaunchcontrol` is not modelled yet"),
     Gap("tensormap", "9.7.9.28", "tensor maps (`tensormap.*`) are not modelled yet"),
@@ -47,7 +39,7 @@ NOT_YET = (
         "a spin on `mbarrier.test_wait` needs no sleep: every schedule is explored"),
 )
 """Instructions of families the engine does not have yet (named barriers, cluster barriers,
-wgmma, ...): each moves into its family's `FORMS` when that family is written."""
+wgmma, ...): each moves into its family's `FAMILY.forms` when that family is written."""
 
 FAMILIES = (*((f.name, f.forms) for f in ENGINE_FAMILIES if f.forms),
             ("families the engine does not have yet (app/lang/opcodes.py)", NOT_YET))

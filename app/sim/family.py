@@ -74,6 +74,14 @@ class Family:
     reads: Callable | None = None
     """(machine, agent, registers, name) -> None: a line reads the value named `name` (the
     value of `st.global`); a family that writes it asynchronously checks the read."""
+    slots: Callable | None = None
+    """(program) -> how many knowledge slots (ordering.py) the family keeps: what its
+    synchronizations release, carried to whoever they order (`Machine.slot_base[name]` is the
+    first one's index in `Machine.carried`)."""
+    exits: bool = False
+    """Whether an agent's exit can let another agent's line move (a barrier that waits only
+    for threads that have not exited): the checker then never makes a move that ends an agent
+    as a local one (app/check/model.py)."""
     forms: tuple = ()
     """The family's rows of the instruction table (app/sim/isa.py: `Form`s and `Gap`s)."""
 

@@ -128,19 +128,6 @@ class Machine:
         self.arriving_kinds = ARRIVING_KINDS
         self.deadlock_reports = tuple(f.deadlock for f in FAMILIES if f.deadlock)
         self.snapshot_parts = tuple(f.snapshot for f in FAMILIES if f.snapshot)
-        used = set().union(*(code.kinds for code in self.code)) - {None}
-        present = [f for f in FAMILIES if used & set(f.handlers)]
-        self.extra_movers = tuple(f.movers for f in present if f.movers)
-        """Movers of the families this program uses, after the built-in ones."""
-        self.hold_hooks = tuple(f.holds for f in present if f.holds)
-        self.forget_hooks = tuple(f.forget for f in present if f.forget)
-        self.read_hooks = tuple(f.reads for f in present if f.reads)
-        """Families whose state holds stages past a release, or knowledge of chunks."""
-        hidden = [name for f in present for name in f.registers]
-        self.n_hidden = len(hidden)
-        self.hidden = {name: i - len(hidden) for i, name in enumerate(hidden)}
-        """A family's hidden registers, each at the same negative index in every agent's
-        register list (after the program's own)."""
         self.agents = program.agents
         self.n_agents = len(program.agents)
         self.n_stages = len(program.stages)
@@ -154,6 +141,13 @@ class Machine:
         self.release_stages = {b: tuple(stages) for b, stages in release.items()}
         """Per release barrier, every stage its arrivals release (a GEMM stage's A and B)."""
         self.agent_cta = tuple(a.cta for a in program.agents)
+        self.warp_of = tuple(i if a.warp is None else a.warp for i, a in enumerate(program.agents))
+        """Each agent's warp: the agent number of the warp's lane 0 (`lanes`)."""
+        lanes: dict[int, list[int]] = {}
+        for i, w in enumerate(self.warp_of):
+            lanes.setdefault(w, []).append(i)
+        self.lanes_of = {w: tuple(movers) for w, movers in lanes.items()}
+        """Each warp's movers, lane 0 first."""
         self.clustered = program.cluster > 1
         self.barrier_cta = tuple(b.cta for b in program.barriers)
         self.releasable = tuple(s.release is not None for s in program.stages)
@@ -172,6 +166,29 @@ class Machine:
                                                             strict=True))
         """Whether any line can tell a store's writes from its reads (plain `wait_group`,
         `ld.global`); where none can, a store completes with its last chunk read."""
+        used = set().union(*(code.kinds for code in self.code)) - {None}
+        present = [f for f in FAMILIES if used & set(f.handlers)]
+        self.extra_movers = tuple(f.movers for f in present if f.movers)
+        self.hold_hooks = tuple(f.holds for f in present if f.holds)
+        self.forget_hooks = tuple(f.forget for f in present if f.forget)
+        self.read_hooks = tuple(f.reads for f in present if f.reads)
+        """Families whose state holds stages past a release, or knowledge of chunks, or
+        checks reads of values it writes asynchronously."""
+        self.exit_sensitive = any(f.exits for f in present)
+        """Whether an agent's exit can let another agent move (app/check/model.py)."""
+        """Movers of the families this program uses, after the built-in ones."""
+        self.slot_base: dict[str, int] = {}
+        slots = 4 * self.n_bars
+        for f in present:
+            if f.slots:
+                self.slot_base[f.name] = slots
+                slots += f.slots(program)
+        self.n_slots = slots
+        hidden = [name for f in present for name in f.registers]
+        self.n_hidden = len(hidden)
+        self.hidden = {name: i - len(hidden) for i, name in enumerate(hidden)}
+        """A family's hidden registers, each at the same negative index in every agent's
+        register list (after the program's own)."""
         self.reset()
 
     # ----------------------------------------------------------------------------------- state
@@ -200,7 +217,7 @@ class Machine:
         """Barriers (a bit each) whose current phase / last completed phase holds a
         `tcgen05.commit` that covers every MMA issued so far."""
         self.know = [0] * self.n_agents
-        self.carried = [0] * (4 * n_bars)
+        self.carried = [0] * self.n_slots
         """What each agent knows, and what each barrier's current and last completed phase
         carry, near and far (ordering.py)."""
         self.generic_reads = [0] * self.n_agents

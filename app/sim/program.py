@@ -138,6 +138,15 @@ class AgentProgram:
     iteration: int | None
     """Register whose value is the snapshot's `iteration` (the outermost loop counter)."""
     cta: int = 0
+    warps: int = 1
+    """Warps the agent stands for, in lockstep: 32 threads each at a named barrier; a
+    warpgroup (`setmaxnreg`) is 4."""
+    lanes: int = 1
+    """Movers its one warp is split into (`agent producer lanes 4`), each running its code."""
+    lane: int = 0
+    """This mover's lane in its warp (`%laneid`; `elect.sync` elects lane 0)."""
+    warp: int | None = None
+    """The agent number of its warp's lane 0 (None: the agent is a warp of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +188,15 @@ def _shr(a: int, b: int) -> int:
     return a >> _shift_amount(b)
 
 
+def _uint(v: int) -> int:
+    """A count CUTLASS takes as `uint32_t` (`PipelineState::advance(num_iterations)`)."""
+    if 0 <= v < 2**32:
+        return v
+    raise ProgramError("operand_range", f"a PipelineState advances by 0..2^32-1; got {v}")
+
+
 _NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr,
-              "int": int, "bool": bool}
+              "int": int, "bool": bool, "min": min, "max": max, "_uint": _uint}
 _FUNCTIONS: dict[str, object] = {}
 
 

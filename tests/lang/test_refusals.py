@@ -176,11 +176,18 @@ REFUSED = [
     ("fence.mbarrier_init.release.cluster;", "`fence.mbarrier_init` is not modelled yet",
      "...(PTX 9.7.13.4)", "mbarrier_init"),
     ("barrier.cluster.arrive.release;",
-     "cluster barriers (`barrier.cluster`) are not modelled yet", "PTX 9.7.13.3", "barrier"),
-    ("bar.sync 0;", "named barriers (`bar`, `barrier`) are not modelled yet",
-     "...(PTX 9.7.13.1)", "bar.sync"),
-    ("elect.sync _|p, 0xffffffff;", "`elect.sync` is not modelled yet",
-     "an agent is one elected thread already (PTX 9.7.13.14)", "elect"),
+     "cluster barriers (`barrier.cluster`) are not modelled yet", "PTX 9.7.13.3", "cluster"),
+    ("bar.red.popc.u32 n, 0, 1;", "`bar.red` (a barrier with a reduction) is not modelled yet",
+     "`bar.sync` synchronizes the same threads (PTX 9.7.13.1)", "red"),
+    ("bar.arrive 1;", "`bar.arrive` takes its thread count `b` (PTX 9.7.13.1: a non-zero "
+     "thread count is required for `arrive`)", "the form is `bar.arrive a, b;`", "bar.arrive"),
+    ("elect.sync _|p, 0xffff;", "only the full membermask (0xffffffff) is modelled",
+     "an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all take part",
+     "0xffff"),
+    ("elect.sync p, 0xffffffff;", "expected `d|p`: the leader's laneid and the leader predicate",
+     "write `_|is_leader` to keep only the predicate (PTX 9.7.13.14)", "p,"),
+    ("bar.warp.sync 3;", "only the full membermask (0xffffffff) is modelled",
+     "an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all take part", "3"),
     ("mbarrier.arrive_drop.expect_tx.shared::cta.b64 _, [bar], 1024;",
      "`mbarrier.arrive_drop.expect_tx` is not modelled yet", "...(PTX 9.7.13.15.14)",
      "expect_tx"),
@@ -374,7 +381,7 @@ def test_every_prelude_instruction_is_a_modelled_form():
                 yield from instructions(getattr(node, name))
 
     instrs = list(instructions(helpers))
-    assert len(helpers) == 4 and len(instrs) == 5
+    assert len(helpers) == 5 and len(instrs) == 6
     for instr in instrs:
         opcodes.parse(instr.opcode, instr.pos.line, instr.pos.column)
 

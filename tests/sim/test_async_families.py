@@ -74,7 +74,7 @@ def test_the_first_mma_needs_a_wgmma_fence():
 WGMMA_ALONE = """
 tensor  t[1] bytes 1024;
 smem    s bytes 1024 chunk 1024;
-agent wg {
+agent wg warps 4 {
     st.shared [s], t[0];
     fence.proxy.async.shared::cta;
     wgmma.fence.sync.aligned;
@@ -209,7 +209,7 @@ def test_red_async_into_another_cta():
 
 def test_async_stores_need_a_cluster_and_pairs_ptx_has():
     err = error(source("st_async").replace("cluster 2;\n", ""))
-    assert "`mapa`" in err.message
+    assert err.message == "`mapa(s, 1)`: the cluster has 1 CTA(s), ranks 0..0"
     err = error(source("red_async").replace(".add.u32", ".add.b32"))
     assert err.message == "`.add.b32` is not a `red.async` reduction"
 
@@ -306,7 +306,7 @@ def test_the_checker_finds_what_every_schedule_reaches(name, bugs, params):
 
 def _two_consumers(text: str) -> str:
     return (text.replace("barrier empty_barrier[stages] = 1;", "barrier empty_barrier[stages] = 2;")
-            .replace("agent consumer {", "agent consumer[2] {"))
+            .replace("agent consumer warps 4 {", "agent consumer[2] warps 4 {"))
 
 
 @pytest.mark.parametrize("bugs", [(), ("release_before_wait",)], ids=["correct", "early"])
@@ -338,7 +338,7 @@ def test_the_accumulator_is_read_after_the_wait_group_that_covers_it():
     mma = "    wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 acc, [s], t[0];\n"
     again = after.replace("    st.global [out], acc;\n", "    st.global [out], acc;\n" + mma)
     assert run(again).diagnostics[-1]["rule"] == "wgmma_fence"
-    err = error(WGMMA_ALONE.replace("agent wg {", "agent wg {\n    int acc = 0;"))
+    err = error(WGMMA_ALONE.replace("agent wg warps 4 {", "agent wg warps 4 {\n    int acc = 0;"))
     assert err.message.startswith("the accumulator `d` is a name of its own")
 
 
@@ -360,3 +360,9 @@ def test_traces_of_the_asynchronous_families_validate_against_the_schema(name, b
              "red_async": "async_stores"}
     if name in parts:
         assert all(parts[name] in step["snapshot"] for step in document["steps"])
+
+
+def test_a_wgmma_agent_is_a_warpgroup():
+    err = error(WGMMA_ALONE.replace("agent wg warps 4 {", "agent wg {"))
+    assert err.message == "`wgmma.fence` is a warpgroup's instruction: the agent must be four warps"
+    assert "warps 4" in err.hint
