@@ -347,8 +347,10 @@ class AgentWriter:
         self.tile(tile)
         tensor = tile.base // TILE_SPAN
         first = self.lay.tensor_tiles[tensor]
+        check = next((f"check_box_{i}" for i, (t, _) in enumerate(self.lay.tensor_maps)
+                      if t == tensor), "check_tile")
         self.emit("const u64 pre = stamp();", 2)
-        self.emit("const Check k = check_tile((const u32*)stage_ptr(c, s), stage_bytes(s) / 4, "
+        self.emit(f"const Check k = {check}((const u32*)stage_ptr(c, s), stage_bytes(s) / 4, "
                   f"chunk_bytes(s) / 4, t, {first}, c.cta_base);", 2)
         self.emit("const u64 post = stamp();", 2)
         self.emit("if (k.bad) bad_reads++;", 2)
@@ -470,6 +472,52 @@ class AgentWriter:
                      f'{operands}, "r"(bar) : "memory");'])
         self.emit("__syncwarp();", 2)
         self._log("st_async", "0", "s", "t_id", "b", "(u64)off")
+
+    # ------------------------------------------------------------ tensor copies (9.7.9.27)
+
+    def _map_number(self, name: str) -> int:
+        return next(i for i, (_, box) in enumerate(self.lay.tensor_maps) if box.name == name)
+
+    def _tensor_load(self, a) -> None:
+        """`cp.async.bulk.tensor.Nd...tile.mbarrier::complete_tx::bytes [dst], [map, {c..}],
+        [bar]`: the map (a CUtensorMap the host wrote into the unit's slice) is acquired for the
+        tensormap proxy first (PTX 9.7.13.4: `fence.proxy.tensormap::generic`)."""
+        dst, box, coords, bar, multicast = a
+        self.stage(dst)
+        addr = self.barrier(bar)
+        m = self._map_number(box.name)
+        self.emit("i64 k = 0;", 2)
+        stride = 1
+        for d, (c, n, b) in enumerate(zip(coords, box.shape, box.box, strict=True)):
+            self.emit(f"const i64 c{d} = {self.expr(c)};", 2)
+            self.emit(f"if (c{d} < 0 || c{d} >= {n} || c{d} % {b}) {{ err_code = "
+                      f"{ERROR_OPERAND_RANGE}; err_value = c{d}; goto error; }}", 2)
+            self.emit(f"k += (c{d} / {b}) * {stride};", 2)
+            stride *= -(-n // b)
+        self.emit(f"const u32 t_id = {box.base} + (u32)k;  // the engine's tile id", 2)
+        self.emit(f"const unsigned char* map = c.gmem + {self.lay.map_offset}ull + {128 * m}ull;"
+                  f"  // the CUtensorMap of {box.name}", 2)
+        n = len(coords)
+        where = ", ".join(f"%{2 + d}" for d in range(n))
+        ins = ", ".join(f'"r"((int)c{d})' for d in range(n))
+        dst_text = "smem_u32(stage_ptr(c, s))"
+        head = (f"cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::"
+                "bytes")
+        body = ['asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: '
+                '"l"(map) : "memory");']
+        if multicast is None:
+            body.append(f'asm volatile("{head} [%0], [%1, {{{where}}}], [%{2 + n}];" :: '
+                        f'"r"({dst_text}), "l"(map), {ins}, "r"({addr}) : "memory");')
+        else:
+            self.emit(f"const i64 mask = {self.expr(multicast[0])};  // ctaMask", 2)
+            self.emit(f"if (mask <= 0 || mask >= (1 << CLUSTER)) {{ err_code = "
+                      f"{ERROR_OPERAND_RANGE}; err_value = mask; goto error; }}", 2)
+            body.append(f'asm volatile("{head}.multicast::cluster [%0], [%1, {{{where}}}], '
+                        f'[%{2 + n}], %{3 + n};" :: "r"({dst_text}), "l"(map), {ins}, '
+                        f'"r"({addr}), "h"((unsigned short)mask) : "memory");')
+        self._lane0(body)
+        self.emit("__syncwarp();", 2)
+        self._log("tensor_load", "0", "b", "s", "t_id", f"(u64){box.nbytes}")
 
     # --------------------------------------------------------- warpgroup MMAs (9.7.15)
 

@@ -20,6 +20,8 @@ build: the same lines, nothing recorded).
 
 from __future__ import annotations
 
+from math import prod
+
 from app.sim.program import Line, Program
 
 from .agent_code import AgentWriter
@@ -150,6 +152,8 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     else:
         grouped = {"block": "32 * AGENTS_PER_CTA", "lane": "threadIdx.x & 31",
                    "local_slot": "warp", "slot": "slot"}
+    for i, (t, box) in enumerate(lay.tensor_maps):
+        out.extend(_box_check(i, box, lay.tensor_tiles[t]).splitlines())
     agents = []
     for slot in range(len(program.agents)):
         agents.extend(AgentWriter(program, lay, slot).write())
@@ -173,6 +177,56 @@ __device__ __forceinline__ u64 wgmma_desc(u32 addr) {
     return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(128 >> 4) << 16) | ((u64)(256 >> 4) << 32);
 }
 """
+
+
+def _box_check(i: int, box, first: int) -> str:
+    """`check_tile` for the boxes of a tensor map: a word of the box outside the tensor holds
+    the TMA's zero fill (PTX 5.5.3.3: the copy writes it; the cuTensorMap asks for zeros)."""
+    elem = box.nbytes // prod(box.box)
+    words = [box.box[0] * elem // 4, *box.box[1:]]
+    extent = [box.shape[0] * elem // 4, *box.shape[1:]]
+    grid = box.grid
+    lines = [f"// The boxes of tensor map {box.name} ({' x '.join(map(str, box.shape))} "
+             f"elements of {elem} bytes, boxes of {' x '.join(map(str, box.box))}).",
+             f"__device__ __forceinline__ u32 box_oob_{i}(u32 tile, u32 w) {{",
+             f"    u32 k = tile - {first}u, rest = w;"]
+    for bw, n, g in zip(words, extent, grid, strict=True):
+        lines.append(f"    {{ const u32 g = k % {g}u, x = rest % {bw}u; k /= {g}u; rest /= {bw}u;"
+                     f" if (g * {bw}u + x >= {n}u) return 1; }}")
+    lines += ["    return 0;", "}", "",
+              f"__device__ __forceinline__ Check check_box_{i}(const u32* p, u32 words, "
+              "u32 chunk_words, u32 tile, u32 first, u32 cta_base) {",
+              "    u32 lane = threadIdx.x & 31;",
+              "    u32 chunks = words / chunk_words;",
+              "    u64 bad_chunks = 0, stale = 0, never = 0;",
+              "    u32 bad = 0;",
+              "    u32 want_tag = (cta_base + tile) & 0xFFFFu;",
+              "    for (u32 w = lane; w < words; w += 32) {",
+              "        u32 v = ((volatile const u32*)p)[w];",
+              "        if (v == ((want_tag << 16) | (w & 0xFFFFu))) continue;",
+              f"        if (v == 0 && box_oob_{i}(tile, w)) continue;  // the fill",
+              "        bad++;",
+              "        u64 bit = 1ull << (w / chunk_words);",
+              "        bad_chunks |= bit;",
+              "        if (v == POISON) { never |= bit; continue; }",
+              "        u32 t = ((v >> 16) - cta_base) & 0xFFFFu;",
+              "        if (t >= first && t < tile) stale |= bit;",
+              "    }",
+              "    for (int o = 16; o > 0; o >>= 1) {",
+              "        bad += __shfl_xor_sync(FULL_MASK, bad, o);",
+              "        bad_chunks |= __shfl_xor_sync(FULL_MASK, bad_chunks, o);",
+              "        stale |= __shfl_xor_sync(FULL_MASK, stale, o);",
+              "        never |= __shfl_xor_sync(FULL_MASK, never, o);",
+              "    }",
+              "    Check c;",
+              "    u64 all = chunks >= 64 ? ~0ull : ((1ull << chunks) - 1);",
+              "    c.ok = all & ~bad_chunks;",
+              "    c.stale = stale;",
+              "    c.never = never;",
+              "    c.bad = bad;",
+              "    return c;",
+              "}", ""]
+    return "\n".join(lines)
 
 
 def _subs(warp_agent: tuple[int, ...]) -> tuple[int, ...]:

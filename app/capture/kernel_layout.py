@@ -4,6 +4,7 @@ shared-memory layout of barriers and stages, and what Hopper cannot run (app.cap
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from app.sim.program import Line, Program
 
@@ -67,6 +68,11 @@ class Layout:
     bar_cta: tuple[int, ...] = ()
     stage_cta: tuple[int, ...] = ()
     logging: bool = True
+    tensor_maps: tuple = ()
+    """(tensor number, `TensorBox`) of every tensor a `cp.async.bulk.tensor` line copies: its
+    global memory is laid out as the tensor (row-major, dimension 0 innermost), and one
+    `CUtensorMap` of it per unit sits at `map_offset + 128 * i` of the unit's slice."""
+    map_offset: int = 0
     warp_agent: tuple[int, ...] = ()
     """Where agents stand for several warps (`warps 4`, a warpgroup: `wgmma` is executed by all
     of its 128 threads, PTX 9.7.15.1): for each warp of a CTA, the agent (its number within the
@@ -115,10 +121,26 @@ def layout(program: Program, logging: bool = True) -> Layout:
         gbytes = _align(gbytes + elements * nbytes)
         tiles += elements
     warps = warp_agents(program, per_cta)
+    maps = tensor_maps(program)
+    map_offset = gbytes
+    if maps:
+        gbytes = _align(gbytes + 128 * len(maps))
     return Layout(0, stage_offsets, staging, smem, tuple(tensor_offsets), tuple(tensor_tiles),
                   gbytes, tiles, 32 * (len(warps) or per_cta), ctas, per_cta, bar_local,
                   tuple(b.cta for b in program.barriers), tuple(s.cta for s in program.stages),
-                  logging, warps)
+                  logging, maps, map_offset, warps)
+
+
+def tensor_maps(program: Program) -> tuple:
+    """`Layout.tensor_maps`, from the boxes the program's tensor copies name."""
+    boxes = {}
+    for agent in program.agents:
+        for node in agent.nodes:
+            if isinstance(node, Line) and node.kind in ("tensor_load", "tensor_store"):
+                box = node.args[1] if node.kind == "tensor_load" else node.args[0]
+                boxes[box.name] = box
+    names = [t[0] for t in program.tensors]
+    return tuple(sorted((names.index(n), b) for n, b in boxes.items()))
 
 
 def warpgroup_agent(agent) -> bool:
@@ -168,6 +190,24 @@ def check(program: Program, logging: bool = True) -> None:
                                "state token; the generator gives the token to its first warp "
                                "only: wait with `.parity`")
     lay = layout(program, logging)
+    mapped = {program.tensors[t][0] for t, _ in lay.tensor_maps}
+    for agent in program.agents:
+        for node in agent.nodes:
+            if not isinstance(node, Line):
+                continue
+            if node.kind == "tensor_store":
+                raise CodegenError(f"{agent.name}: `{node.op}`: the generator does not write "
+                                   "tensor stores yet")
+            if node.kind in ("load", "store", "ld_global", "reduce_store") and any(
+                    getattr(arg, "array", None) in mapped for arg in node.args):
+                raise CodegenError(f"{agent.name}: `{node.op}` on a tensor map: in the kernel "
+                                   "its memory is laid out as the tensor, so the generator "
+                                   "copies it with `cp.async.bulk.tensor` only")
+    for _, box in lay.tensor_maps:
+        elem = box.nbytes // prod(box.box)
+        if box.shape[0] * elem % 16 or box.box[0] * elem % 16:
+            raise CodegenError(f"tensor map {box.name}: its rows and its box's rows must be "
+                               "multiples of 16 bytes (cuTensorMapEncodeTiled)")
     if lay.threads > 1024:
         raise CodegenError(f"a CTA of {lay.threads} threads: an agent of `warps N` takes N "
                            "warps, and a block has at most 1,024 threads")

@@ -322,7 +322,7 @@ def test_an_ordering_the_generator_would_not_spell_is_refused(line, spelled):
 
 
 ASYNC_PROGRAMS = ["wgmma_ring", "wgmma_pipelined", "cp_async_groups", "cp_async_mbarrier",
-                  "st_async", "red_async", "bulk_reduce"]
+                  "st_async", "red_async", "bulk_reduce", "tensor_box"]
 
 
 def _program_source(name: str, bugs=()) -> tuple[str, object]:
@@ -348,6 +348,14 @@ def test_the_asynchronous_families_spell_their_ptx():
             "{%1, %2, %3, %4}, [%5];") in text
     text, _ = _program_source("bulk_reduce")
     assert "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" in text
+    text, cfg = _program_source("tensor_box")
+    assert ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+            "[%0], [%1, {%2, %3}], [%4];") in text
+    assert "fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" in text
+    assert "check_box_0(" in text and "box_oob_0(" in text
+    lay = layout(cfg.program)
+    assert [box.name for _, box in lay.tensor_maps] == ["A"]
+    assert lay.map_offset % 128 == 0 and lay.gmem_cta_bytes >= lay.map_offset + 128
     # a program without warpgroups keeps one warp per agent, as every shipped kernel does
     text, _ = _program_source("cp_async_groups")
     assert "__launch_bounds__(32 * AGENTS_PER_CTA, 1)" in text and "warp_agent" not in text
