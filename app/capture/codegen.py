@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from math import prod
 
-from app.sim.program import Line, Program
+from app.sim.program import Program
 
 from .agent_code import AgentWriter
 from .kernel_layout import (  # noqa: F401 - the names other modules import from here
+    ASYNC_KINDS,
     COMPILE_OPTIONS,
     ERROR_OPERAND_RANGE,
     ERROR_OUT_OF_BOUNDS,
@@ -33,11 +34,13 @@ from .kernel_layout import (  # noqa: F401 - the names other modules import from
     KIND_CODE,
     KIND_NAME,
     KINDS,
+    NAMED_BARRIER_EXIT,
     POISON,
     RECORD_WORDS,
     SMEM_LIMIT,
     STAGE_RECORDS,
     SUMMARY_WORDS,
+    SYNC_KINDS,
     CodegenError,
     Layout,
     check,
@@ -60,7 +63,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
            f"// bug toggles: {', '.join(sorted(bugs)) or 'none'}",
            "// Each agent is one warp; lane 0 issues barrier operations and copies, the whole",
            "// warp writes and checks shared memory. Comments `// [n]` name the program node.",
-           prelude(logging, lay.cluster, lay.agents_per_cta, _kinds_used(program))]
+           prelude(logging, lay.cluster, lay.agents_per_cta)]
     out.append("// ------------------------------------------------------------------ layout")
     out.append("")
     for i, decl in enumerate(program.barriers):
@@ -74,6 +77,9 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
                    f"{lay.tensor_offsets[t]} (tile numbers {lay.tensor_tiles[t]}.."
                    f"{lay.tensor_tiles[t] + elements - 1})")
     out.append("")
+    used = {getattr(n, "kind", None) for agent in program.agents for n in agent.nodes}
+    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS + ASYNC_KINDS
+               if name in used)
     out.append(f"#define N_AGENTS {len(program.agents)}")
     out.append(f"#define GMEM_CTA_BYTES {lay.gmem_cta_bytes}ull")
     out.append(f"#define TILES_PER_CTA {lay.tiles_per_cta}u")
@@ -159,9 +165,14 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
         agents.extend(AgentWriter(program, lay, slot).write())
         agents.append("")
     out.extend(agents)
+    ending = EXIT_ONE_CTA if lay.cluster == 1 or exit_sync else EXIT_AS_PROGRAM
+    if any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
+           for agent in program.agents for n in agent.nodes):
+        ending = ending.replace("__syncthreads();", (
+            f'asm volatile("barrier.sync {NAMED_BARRIER_EXIT};" ::: "memory");  // the program '
+            "uses the other named barriers"))
     out.append(KERNEL % {**grouped, "inits": _inits(program, lay),
-                         "exit": EXIT_ONE_CTA if lay.cluster == 1 or exit_sync
-                         else EXIT_AS_PROGRAM,
+                         "exit": ending,
                          "stage_words": sum(s.bytes for s in program.stages) // 4,
                          "stage_first": lay.stage_offsets[0] if lay.stage_offsets else 0,
                          "stage_end": lay.staging_offset,
@@ -240,18 +251,10 @@ def _subs(warp_agent: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _kinds_used(program: Program) -> frozenset:
-    return frozenset(n.kind for a in program.agents for n in a.nodes if isinstance(n, Line))
-
-
-def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1,
-            kinds: frozenset = frozenset()) -> str:
+def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1) -> str:
     """The device helpers and PTX wrappers every kernel starts with (also the hand-written
-    bandwidth reference's and the probes'). The record kinds after `error` (the asynchronous
-    families') are defined only where the program has their lines."""
-    first = KINDS[:KINDS.index("error") + 1]
-    kind_defines = "\n".join(f"#define K_{name.upper()} {code}" for name, code in
-                             KIND_CODE.items() if name in first or name in kinds)
+    bandwidth reference's and the probes')."""
+    kind_defines = "\n".join(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in KINDS)
     return PRELUDE % {"stage_records": STAGE_RECORDS, "kind_defines": kind_defines,
                       "logging": int(logging), "cluster": cluster,
                       "agents_per_cta": agents_per_cta}

@@ -20,11 +20,16 @@ SMEM_LIMIT = 227 * 1024
 # Record kinds (word 2, bits 0..7). One per line kind, plus the agent's start and end.
 KINDS = ("start", "end", "init", "arrive", "arrive_drop", "arrive_expect_tx", "expect_tx",
          "complete_tx", "wait_parity", "wait_token", "inval", "load", "store", "commit_group",
-         "wait_group", "proxy_fence", "st_shared", "ld_shared", "ld_global", "error",
-         "cp_async", "cp_async_commit", "cp_async_wait", "cp_async_arrive", "reduce_store",
-         "st_async", "red_async", "tensor_load", "tensor_store", "wgmma_fence", "wgmma_mma",
-         "wgmma_commit", "wgmma_wait")
-KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS)}
+         "wait_group", "proxy_fence", "st_shared", "ld_shared", "ld_global", "error")
+SYNC_KINDS = ("bar_sync", "bar_arrive", "elect", "warp_sync", "cluster_arrive", "cluster_wait",
+              "mbarrier_init_fence")
+"""Log kinds of the synchronization lines, numbered after `KINDS`: a kernel defines them only
+where its program has such lines, so every other kernel's text stays as it was."""
+ASYNC_KINDS = ("cp_async", "cp_async_commit", "cp_async_wait", "cp_async_arrive", "reduce_store",
+               "st_async", "red_async", "tensor_load", "tensor_store", "wgmma_fence",
+               "wgmma_mma", "wgmma_commit", "wgmma_wait")
+"""Log kinds of the asynchronous families' lines, numbered after those, defined likewise."""
+KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS + SYNC_KINDS + ASYNC_KINDS)}
 KIND_NAME = {code: name for name, code in KIND_CODE.items()}
 
 END_FINISHED, END_TIMED_OUT, END_ERROR = 0, 1, 2
@@ -34,6 +39,11 @@ HOPPER_MISSING = {"mma": "tcgen05.mma", "tc_commit": "tcgen05.commit",
                   "tc_fence": "tcgen05.fence", "tc_ld": "tcgen05.ld",
                   "tc_wait_ld": "tcgen05.wait::ld", "st_global": "st.global of tcgen05.ld "
                                                                   "registers"}
+
+
+NAMED_BARRIER_EXIT = 15
+"""The named barrier the kernel ends on where the program uses named barriers itself (else
+`__syncthreads()`, barrier 0): the program may not use it."""
 
 
 class CodegenError(ValueError):
@@ -184,6 +194,10 @@ def check(program: Program, logging: bool = True) -> None:
                     "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
                     "pipeline stays simulation-only")
     for agent in program.agents:
+        if agent.lanes > 1:
+            raise CodegenError(f"{agent.name}: an agent of `lanes {agent.lanes}` is not one "
+                               "warp running one program; the generator runs each agent as "
+                               "whole warps")
         if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind == "wait_token"
                                           for n in agent.nodes):
             raise CodegenError(f"{agent.name}: an agent of several warps waits on a "

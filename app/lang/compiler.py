@@ -49,7 +49,7 @@ from .limits import (
     PARAM_LIMIT,
 )
 from .loader import BUILTIN_CONSTANTS, Pipeline, check_requires, load, resolve_params, sha256
-from .syntax import Agent, Helper, Index
+from .syntax import Agent, Helper, Index, Registers
 
 
 @lru_cache(maxsize=256)
@@ -99,8 +99,42 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
     if not agents:
         raise PipelineError("a pipeline needs at least one `agent { ... }`",
                             len(pipeline.text.splitlines()) or 1, 1)
+    registers = _launch_registers(pipeline, Scope(constants, kinds))
+    _check_setmaxnreg(agents, registers)
     return Program(tuple(barriers), tuple(stages), tuple(tensors), tuple(tmems), tuple(agents),
-                   ctas)
+                   ctas, registers)
+
+
+def _launch_registers(pipeline: Pipeline, scope: Scope) -> int | None:
+    decls = [d for d in pipeline.module.items if isinstance(d, Registers)]
+    if not decls:
+        return None
+    if len(decls) > 1:
+        raise PipelineError("`registers` is declared twice", decls[1].pos.line,
+                            decls[1].pos.column)
+    value = constant(decls[0].value, scope, "the registers a thread is launched with")
+    if not 24 <= value <= 256:
+        raise PipelineError(f"`registers {value}`: a thread has 24 to 256 registers",
+                            decls[0].pos.line, decls[0].pos.column)
+    return value
+
+
+def _check_setmaxnreg(agents, registers: int | None) -> None:
+    """`setmaxnreg` moves a warpgroup's registers (PTX 9.7.19.5: "the same setmaxnreg
+    instruction must be executed by all warps in a warpgroup"): here, by an agent that stands
+    for whole warpgroups, in a kernel whose launch count is declared."""
+    for agent in agents:
+        for node in agent.nodes:
+            if getattr(node, "kind", None) != "setmaxnreg":
+                continue
+            if agent.warps % 4:
+                raise PipelineError(f"`{node.op}` is executed by a whole warpgroup: declare "
+                                    f"`agent {agent.role} warps 4` (PTX 9.7.19.5)",
+                                    node.source_line, 1)
+            if registers is None:
+                raise PipelineError(f"`{node.op}` needs the registers every thread is "
+                                    "launched with: declare `registers N;` (the kernel's "
+                                    "maximum, PTX 9.7.19.5)", node.source_line, 1)
 
 
 def _shape(item: Agent, scope: Scope) -> tuple[int, int]:

@@ -13,7 +13,7 @@ family's table below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own 
 
 from __future__ import annotations
 
-from app.sim.program import SINK, Expr, Line, Ref
+from app.sim.program import SINK, WAIT_BLOCKS, WAIT_TEST, Expr, Line, Ref
 
 from . import async_readers, opcodes
 from .errors import PipelineError
@@ -269,11 +269,11 @@ def _wait(parity: bool):
         dest = o.optional_dest()
         ref = o.ref("barrier")[0]
         third = o.value("the phase parity") if parity else _token(o)
+        hint = None
         if blocking and o.items:
-            raise o.error("the `suspendTimeHint` operand of `mbarrier.try_wait` is not modelled "
-                          "yet", o.items[0], hint="PTX 9.7.13.15.16: it bounds how long one "
-                                                  "try_wait may suspend; leave it out")
-        return (dest, ref, third, blocking)
+            hint = o.value("the `suspendTimeHint` (nanoseconds)")
+        # a try_wait whose answer the program branches on may also fail: agents.py decides
+        return (dest, ref, third, WAIT_BLOCKS if blocking else WAIT_TEST, hint)
     return read
 
 
@@ -405,6 +405,24 @@ def _elect(o: Operands) -> tuple:
 WARP = {"elect": _elect, "warp_sync": lambda o: (_membermask(o),)}
 """app/sim/families/warp.py's kinds."""
 
+CLUSTER_BARRIER = {"cluster_arrive": lambda o: (), "cluster_wait": lambda o: (),
+                   "mbarrier_init_fence": lambda o: ()}
+"""app/sim/families/cluster_barrier.py's kinds."""
+
+def _setmaxnreg(o: Operands) -> tuple:
+    """`imm-reg-count`: an integer constant, 24..256, a multiple of 8 (PTX 9.7.19.5)."""
+    node = o.items[0] if o.items else None
+    n = o.value("the register count `imm-reg-count`")
+    if n.const is None or not 24 <= n.const <= 256 or n.const % 8:
+        raise o.error("`imm-reg-count` is an integer constant in 24..256, a multiple of 8 (PTX "
+                      "9.7.19.5)", node)
+    return (n, o.parsed.get("action") == "inc")
+
+
+SETMAXNREG = {"setmaxnreg": _setmaxnreg}
+"""app/sim/families/setmaxnreg.py's kind."""
+
 READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **NAMED_BARRIERS, **WARP,
+           **CLUSTER_BARRIER, **SETMAXNREG,
            **async_readers.READERS}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

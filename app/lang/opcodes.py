@@ -21,8 +21,6 @@ from app.sim.isa import Form, Gap, Slot
 from .errors import PipelineError
 
 NOT_YET = (
-    Gap("barrier.cluster", "9.7.13.3", "cluster barriers (`barrier.cluster`) are not modelled "
-                                       "yet"),
     Gap("griddepcontrol", "9.7.13.13", "`griddepcontrol` is not modelled yet"),
     Gap("clusterlaunchcontrol", "9.7.13.17", "`clusterlaunchcontrol` is not modelled yet"),
     Gap("tensormap", "9.7.9.28", "tensor maps (`tensormap.*`) are not modelled yet"),
@@ -33,8 +31,6 @@ NOT_YET = (
         "write the address in the operand: `[mapa(empty_barrier[i], cta ^ 1)]`"),
     Gap("multimem", "9.7.9.14", "`multimem` instructions are not modelled yet"),
     Gap("multimem.cp.async.bulk", "9.7.9.26", "`multimem.cp.async.bulk` is not modelled yet"),
-    Gap("setmaxnreg", "9.7.19.5", "`setmaxnreg` is not modelled yet",
-        "registers are not a resource the engine tracks"),
     Gap("nanosleep", "9.7.19.2", "`nanosleep` is not modelled yet",
         "a spin on `mbarrier.test_wait` needs no sleep: every schedule is explored"),
 )

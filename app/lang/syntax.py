@@ -92,6 +92,15 @@ class Func:
 
 
 @dataclass(frozen=True, slots=True)
+class Registers:
+    """`registers N;`: the per-thread registers every warp is launched with (`setmaxnreg`
+    moves them between warpgroups through the CTA's pool)."""
+
+    value: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
     """`cluster X;` or `cluster X, Y;`: the cluster's shape in CTAs (expressions over
     parameters)."""
@@ -471,6 +480,9 @@ class ToAst(Transformer):
 
     def cluster(self, meta, children):
         return Cluster(tuple(children), _pos(meta))
+
+    def registers(self, meta, children):
+        return Registers(children[0], _pos(meta))
 
 
 @cache

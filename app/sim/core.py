@@ -159,6 +159,34 @@ def tx_check(m, b: int, record: dict) -> None:
         barrier=name))
 
 
+OWN_INITS = "%own_inits"
+"""The hidden register (of the cluster barrier family) with the init bits of the barriers the
+agent itself initialized: what `fence.mbarrier_init` releases (PTX 9.7.13.4)."""
+
+
+def init_known(m, a: int, b: int, record: dict, what: str) -> None:
+    """An access to barrier `b` by agent `a` must be ordered after the `mbarrier.init` that a
+    program line made (a barrier declared with a count is initialized before any agent moves):
+    in its own CTA by a `bar.sync` or another barrier after the init; in another CTA through a
+    cluster-scope release, such as `fence.mbarrier_init.release.cluster` then
+    `barrier.cluster.arrive.relaxed` and `barrier.cluster.wait` (PTX 9.7.13.4, 9.7.13.3).
+    Unordered, the access races with the init: an `ordering_race`, reported once per agent
+    and init."""
+    if m.program.barriers[b].init_count is not None:
+        return
+    bit = ordering.init_bit(m, b)
+    if m.know[a] & bit:
+        return
+    m.know[a] |= bit
+    name, who = m.barrier_names[b], m.agents[a].name
+    record["diagnostics"].append(Diagnostic.make(
+        "ordering_race", m.step_no,
+        f"{who} {what} {name}, but nothing orders the mbarrier.init of {name} before it: "
+        "another thread's init is visible only through a barrier or fence after it "
+        "(bar.sync in the CTA; fence.mbarrier_init.release.cluster and a cluster barrier "
+        "across CTAs)", agents=[who], barrier=name))
+
+
 # ----------------------------------------------------------------------------- ownership
 
 def release(m, a: int, b: int) -> None:

@@ -15,6 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SINK = -1
+WAIT_TEST, WAIT_BLOCKS, WAIT_MAY_FAIL = 0, 1, 2
+"""How a wait line waits (its operands' fourth item): `test_wait` never blocks; `try_wait`
+blocks until the phase completes where the program only loops on its answer; where the
+program branches on the answer, `try_wait` may also return false before the phase completes
+(PTX 9.7.13.15.16: a suspended thread resumes "before the phase completes following a
+system-dependent time limit"), and the checker explores both answers."""
 TC_FENCED, TC_PENDING = 1, 2
 """Hidden registers every agent has first (the compiler declares them): a
 `tcgen05.fence::after_thread_sync` since the agent's last wait; a `tcgen05.ld` not yet waited
@@ -159,6 +165,9 @@ class Program:
     agents: tuple[AgentProgram, ...]
     cluster: int = 1
     """CTAs in the cluster: every barrier and stage array, and every agent, exists once per CTA."""
+    registers: int | None = None
+    """Per-thread registers every warp is launched with (`registers N;`), which `setmaxnreg`
+    moves through the CTA's pool; None: not declared."""
 
 
 def _div(a: int, b: int) -> int:

@@ -152,9 +152,14 @@ REFUSED = [
      "the copy lands at the same offset in every CTA of `ctaMask` (PTX 9.7.9.25.4.1)",
      "[mapa(s"),
     # operands PTX has and the engine does not model
-    ("mbarrier.try_wait.parity.shared::cta.b64 p, [bar], 0, 1000;",
-     "the `suspendTimeHint` operand of `mbarrier.try_wait` is not modelled yet",
-     "PTX 9.7.13.15.16: it bounds how long one try_wait may suspend; leave it out", "1000"),
+    ("mbarrier.test_wait.parity.shared::cta.b64 p, [bar], 0, 1000;", "too many operands",
+     "the form is `mbarrier.test_wait.parity.shared::cta.b64 {waitComplete,} [barrier], "
+     "phaseParity;`", "1000"),
+    ("setmaxnreg.inc.sync.aligned.u32 100;",
+     "`imm-reg-count` is an integer constant in 24..256, a multiple of 8 (PTX 9.7.19.5)",
+     "the form is `setmaxnreg.inc.sync.aligned.u32 imm-reg-count;`", "100"),
+    ("setmaxnreg.sync.aligned.u32 240;", "`setmaxnreg` needs its `.action`: `.inc` or `.dec`",
+     "PTX 9.7.19.5", "u32"),
     ("cp.async.bulk.wait_group.read state;", "N is an integer constant (PTX 9.7.9.27.2.2)",
      "the form is `cp.async.bulk.wait_group.read N;`", "state"),
     # instructions PTX has and the engine does not model yet: a gap, not a typo
@@ -173,10 +178,10 @@ REFUSED = [
      "[s], [tile, {x, y}], [bar];", "`.im2col` is not modelled",
      "the engine models `.tile` (the box as it is); gather, scatter and im2col modes are not "
      "modelled", "im2col"),
-    ("fence.mbarrier_init.release.cluster;", "`fence.mbarrier_init` is not modelled yet",
-     "...(PTX 9.7.13.4)", "mbarrier_init"),
-    ("barrier.cluster.arrive.release;",
-     "cluster barriers (`barrier.cluster`) are not modelled yet", "PTX 9.7.13.3", "cluster"),
+    ("fence.mbarrier_init.release.cta;", "`.cta` is not a `.scope` of `fence.mbarrier_init`",
+     "PTX 9.7.13.4: its `.scope` is `.cluster`", "cta"),
+    ("barrier.cluster.arrive.acquire;", "`.acquire` is not a `.sem` of `barrier.cluster.arrive`",
+     "PTX 9.7.13.3: its `.sem` is `.release` or `.relaxed`", "acquire"),
     ("bar.red.popc.u32 n, 0, 1;", "`bar.red` (a barrier with a reduction) is not modelled yet",
      "`bar.sync` synchronizes the same threads (PTX 9.7.13.1)", "red"),
     ("bar.arrive 1;", "`bar.arrive` takes its thread count `b` (PTX 9.7.13.1: a non-zero "

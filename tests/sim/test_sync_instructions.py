@@ -228,3 +228,203 @@ def test_a_lane_that_exited_does_not_hold_up_its_warp():
     """
     assert run(text).status == "done"
     assert reachable(text) == ("safe", set())
+
+
+# ------------------------------------------------------------------ try_wait and its time limit
+
+TRY_THEN_WAIT = """
+barrier full = 1;
+agent producer { mbarrier.arrive.shared::cta.b64 _, [full]; }
+agent consumer {
+    int ok = 0;
+    int tries = 0;
+    mbarrier.try_wait.parity.shared::cta.b64 ok, [full], 0, 1000;
+    if (!ok) {
+        tries = 1;
+        mbarrier.try_wait.parity.shared::cta.b64 _, [full], 0;
+    }
+}
+"""
+
+
+def test_try_wait_whose_answer_is_branched_on_may_return_false_before_the_phase_completes():
+    """PTX 9.7.13.15.16: a suspended thread resumes when the phase completes "OR before the
+    phase completes following a system-dependent time limit" (`suspendTimeHint` sets it).
+    CUTLASS's consumer_try_wait, then consumer_wait(token): both answers are explored."""
+    early = run(TRY_THEN_WAIT, moves=["consumer", "consumer", "producer", "consumer"])
+    assert early.status == "done"
+    assert step(early, 1)["events"] == [{"kind": "wait_pending", "barrier": "full", "parity": 0}]
+    assert snap(early)["agents"][1]["registers"] == {"ok": 0, "tries": 1}
+    late = run(TRY_THEN_WAIT, moves=["producer", "consumer"])  # once complete: true
+    assert late.status == "done" and late.total_steps == 2
+    assert snap(late)["agents"][1]["registers"] == {"ok": 1, "tries": 0}
+    assert reachable(TRY_THEN_WAIT) == ("safe", set())
+
+
+def test_try_wait_looped_on_is_the_blocking_wait():
+    """`while (!ok) try_wait ok`: a false answer would only come back to the same line, so
+    the line blocks until the phase completes, as before."""
+    text = """
+    barrier full = 1;
+    agent producer { mbarrier.arrive.shared::cta.b64 _, [full]; }
+    agent consumer {
+        int ok = 0;
+        while (!ok) { mbarrier.try_wait.parity.shared::cta.b64 ok, [full], 0, 100; }
+    }
+    """
+    with pytest.raises(Exception, match="waiting on full parity 0"):
+        run(text, moves=["consumer"])
+    assert reachable(text) == ("safe", set())
+
+
+# -------------------------------------------------------------------------- cluster barrier
+
+def test_a_peer_cta_arrives_only_after_the_fenced_init_and_the_cluster_barrier():
+    """PTX 9.7.13.4: `fence.mbarrier_init.release.cluster` orders the thread's earlier inits,
+    and `barrier.cluster.arrive.relaxed` then carries them to the waiting CTAs; without the
+    fence the relaxed arrive orders nothing, with a `.release` arrive the init is released
+    anyway (9.7.13.3: the wait makes the accesses before the arrive visible)."""
+    text = source("cluster_init")
+    assert reachable(text) == ("safe", set())
+    assert reachable(text, bugs=["no_init_fence"]) == ("unsafe", {"ordering_race"})
+    assert reachable(text, bugs=["release_arrive"]) == ("safe", set())
+    verdict, found = reachable(text, bugs=["no_cluster_barrier"])
+    assert verdict == "unsafe" and "ordering_race" in found
+
+
+def test_the_init_race_names_the_barrier_and_the_missing_fence():
+    r = run(source("cluster_init"), bugs=["no_init_fence"])
+    diag = next(d for d in r.diagnostics if d["kind"] == "ordering_race")
+    assert diag["barrier"] in ("cta0.bar", "cta1.bar")
+    assert "nothing orders the mbarrier.init" in diag["message"]
+    assert "fence.mbarrier_init.release.cluster" in diag["message"]
+
+
+INIT_IN_CTA = """
+barrier bar;
+agent a {
+    mbarrier.init.shared::cta.b64 [bar], 1;
+    bar.sync 1, 64;
+    mbarrier.arrive.shared::cta.b64 _, [bar];
+}
+agent b {
+    bar.sync 1, 64;
+    mbarrier.try_wait.parity.shared::cta.b64 _, [bar], 0;
+}
+"""
+
+
+def test_a_ctas_own_agents_see_the_init_after_a_named_barrier():
+    assert reachable(INIT_IN_CTA) == ("safe", set())
+    unordered = INIT_IN_CTA.replace("bar.sync 1, 64;", "")
+    assert "ordering_race" in reachable(unordered)[1] or "undefined_behavior" in \
+        reachable(unordered)[1]
+
+
+def test_a_declared_barrier_needs_no_init_ordering():
+    """`barrier X = N;` is initialized before step 0: no agent needs to see an init."""
+    text = INIT_IN_CTA.replace("barrier bar;", "barrier bar = 1;").replace(
+        "    mbarrier.init.shared::cta.b64 [bar], 1;\n", "").replace("bar.sync 1, 64;", "")
+    assert reachable(text) == ("safe", set())
+
+
+def test_a_second_cluster_arrive_before_the_barrier_completes_is_undefined():
+    text = "cluster 2;\nagent w { barrier.cluster.arrive; barrier.cluster.arrive; }\n"
+    r = run(text, moves=["cta0.w", "cta0.w"])
+    assert r.status == "undefined_behavior"
+    assert r.diagnostics[0]["rule"] == "cluster_arrive_twice"
+
+
+def test_a_cluster_wait_without_an_arrive_never_returns():
+    r = run("cluster 2;\nagent w { barrier.cluster.wait; }\n")
+    assert r.status == "deadlock"
+    assert "without having arrived" in r.diagnostics[-1]["message"]
+
+
+def test_the_cluster_barrier_waits_for_every_cta_and_ignores_exited_threads():
+    text = """
+    cluster 2;
+    agent w { barrier.cluster.arrive; barrier.cluster.wait; }
+    agent idle { int x = 0; }
+    """
+    r = run(text, moves=["cta0.w", "cta0.w"][:1] + ["cta1.w", "cta0.w", "cta1.w"])
+    assert r.status == "done"
+    with pytest.raises(Exception, match="cannot be made"):
+        run(text, moves=["cta0.w", "cta0.w"])
+
+
+# ------------------------------------------------------------------------------- setmaxnreg
+
+REGS = """
+param want = 240 in 24..256 "registers each consumer asks for";
+registers 168;
+agent producer warps 4 { setmaxnreg.dec.sync.aligned.u32 24; }
+agent consumer[2] warps 4 { setmaxnreg.inc.sync.aligned.u32 want; }
+"""
+
+
+def test_setmaxnreg_inc_waits_for_the_registers_dec_gives_back():
+    """PTX 9.7.19.5: `.inc` "blocks the execution until enough registers are available in the
+    CTA's register pool"; `.dec` releases registers to it."""
+    with pytest.raises(Exception, match="setmaxnreg.inc 240 for 9216 registers; the CTA's pool "
+                                        "holds 0"):
+        run(REGS, moves=["consumer0"])
+    r = run(REGS, moves=["producer", "consumer0", "consumer1"])
+    assert r.status == "done"
+    assert reachable(REGS) == ("safe", set())
+
+
+def test_consumers_that_ask_for_more_than_the_pool_holds_wait_forever():
+    r = run(REGS, want=248)
+    assert r.status == "deadlock"
+    assert "the CTA's pool holds 8192" in r.diagnostics[-1]["message"]
+
+
+def test_setmaxnreg_against_the_current_count_is_undefined():
+    r = run("registers 168;\nagent p warps 4 { setmaxnreg.dec.sync.aligned.u32 200; }\n")
+    assert r.status == "undefined_behavior"
+    assert r.diagnostics[0]["rule"] == "setmaxnreg_range"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("registers 168;\nagent p { setmaxnreg.dec.sync.aligned.u32 24; }\n",
+     "`setmaxnreg.dec.sync.aligned.u32` is executed by a whole warpgroup: declare "
+     "`agent p warps 4` (PTX 9.7.19.5)"),
+    ("agent p warps 4 { setmaxnreg.dec.sync.aligned.u32 24; }\n",
+     "`setmaxnreg.dec.sync.aligned.u32` needs the registers every thread is launched with: "
+     "declare `registers N;` (the kernel's maximum, PTX 9.7.19.5)"),
+])
+def test_setmaxnreg_is_refused_outside_a_warpgroup_or_without_a_launch_count(text, message):
+    with pytest.raises(PipelineError) as err:
+        config(text)
+    assert err.value.message == message
+
+
+# ------------------------------------------------------------------------- the trace document
+
+@pytest.mark.parametrize("name", ["named_barrier", "elected_lane", "cluster_init"])
+def test_their_traces_validate_against_the_schema(name):
+    import json
+
+    import jsonschema
+
+    from app.sim import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    r = run(source(name))
+    jsonschema.validate(r.document(), schema)
+    for moves in (["compute", "compute", "load"],) if name == "named_barrier" else ():
+        jsonschema.validate(run(source(name), moves=moves).document(), schema)
+
+
+def test_a_setmaxnreg_and_a_warp_trace_validate_against_the_schema():
+    import json
+
+    import jsonschema
+
+    from app.sim import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.validate(run(REGS).document(), schema)
+    jsonschema.validate(run("agent p lanes 2 { int d = 0; int e = 0; elect.sync d|e, "
+                            "0xffffffff; __syncwarp(); }").document(), schema)

@@ -33,6 +33,7 @@ from ..core import (
     STORE,
     W_ASYNC,
     barrier_op,
+    init_known,
     op_name,
     remote_access,
     tile_index,
@@ -100,6 +101,8 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record) -> No
                                                 f"the cluster of {ctas}")
         targets = [(stage + (c - own) * stage_size, b + (c - own) * bar_size)
                    for c in range(ctas) if mask >> c & 1]
+    for _, target in targets:
+        init_known(m, a, target, record, "issued a copy that completes bytes on")
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])

@@ -259,9 +259,6 @@ def _isa_forms() -> tuple:
         Gap("st.bulk", "9.7.9.13", "`st.bulk` is not modelled yet"),
         Gap("fence", "9.7.13.4", "thread fences (`fence.sc`, `fence.acq_rel`, ...) are not "
                                  "modelled yet", "the engine models `fence.proxy.async`"),
-        Gap("fence.mbarrier_init", "9.7.13.4", "`fence.mbarrier_init` is not modelled yet",
-            "declare the barrier with its count (`barrier bar = 1;`): it is initialized before "
-            "any agent moves"),
         Gap("fence.proxy", "9.7.13.4", "this proxy fence is not modelled yet",
             "the engine models `fence.proxy.async` (bi-directional, generic and async proxy)"),
         Gap("membar", "9.7.13.4", "`membar` is not modelled yet"),

@@ -20,9 +20,11 @@ from ..core import (
     LOAD,
     OP_BAR,
     OP_DIR,
+    OWN_INITS,
     PC,
     arrival,
     barrier_op,
+    init_known,
     operand_range,
     release,
     remote_access,
@@ -32,7 +34,7 @@ from ..core import (
 from ..detectors import Diagnostic
 from ..family import Family
 from ..isa import Form, Gap, Slot
-from ..program import SINK, TC_FENCED, ProgramError
+from ..program import SINK, TC_FENCED, WAIT_BLOCKS, ProgramError
 
 TOKEN_SHIFT = 32
 """A state token names its barrier and its phase: `(barrier + 1) << 32 | phase` (PTX calls the
@@ -47,6 +49,12 @@ def _init(m, a, r, args, record) -> None:
     n = operand_range(count(r), 1, COUNT_LIMIT, "the arrival count")
     record["operands"] = {"barrier": m.barrier_names[b], "count": n}
     barrier_op(m, record, b, "init", n)
+    bit = ordering.init_bit(m, b)
+    ordering.forget(m, bit)
+    m.know[a] |= bit
+    own = m.hidden.get(OWN_INITS)
+    if own is not None:
+        r[own] |= bit
 
 
 def _token(m, r, dest: int, b: int) -> None:
@@ -75,6 +83,7 @@ def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
     record["operands"] = {"barrier": name, "count": n}
     barrier = m.barriers[b]
     barrier._require_valid(f"mbarrier.{kind}")
+    init_known(m, a, b, record, "arrived on")
     arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
@@ -101,6 +110,7 @@ def _arrive_expect_tx(m, a, r, args, record) -> None:
     record["operands"] = {"barrier": name, "bytes": n}
     barrier = m.barriers[b]
     barrier._require_valid("mbarrier.arrive.expect_tx")
+    init_known(m, a, b, record, "arrived on")
     if barrier.pending_arrivals < 1:
         raise UndefinedBehavior("over_arrival", f"mbarrier.arrive.expect_tx on {name} with no "
                                                 "arrivals pending (a second arrive in one phase)")
@@ -123,6 +133,7 @@ def _expect_tx(m, a, r, args, record) -> None:
     n = operand_range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.expect_tx")
+    init_known(m, a, b, record, "announced bytes on")
     if m.clustered:
         remote_access(m, m.agent_cta[a], m.barrier_cta[b],
                       f"announced bytes on {m.barrier_names[b]}")
@@ -138,6 +149,7 @@ def _complete_tx(m, a, r, args, record) -> None:
     n = operand_range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.complete_tx")
+    init_known(m, a, b, record, "completed bytes on")
     if m.clustered:
         remote_access(m, m.agent_cta[a], m.barrier_cta[b],
                       f"completed bytes on {m.barrier_names[b]}")
@@ -166,7 +178,7 @@ def _parity(value: int) -> int:
 
 
 def _wait_parity(m, a, r, args, record) -> None:
-    dest, bar, parity_fn, blocking = args
+    dest, bar, parity_fn, blocking, _hint = args
     b = bar(r)
     parity = _parity(parity_fn(r))
     name = m.barrier_names[b]
@@ -174,6 +186,7 @@ def _wait_parity(m, a, r, args, record) -> None:
     needed = phases_needed(m, a, b, parity)
     record["operands"] = {"barrier": name, "parity": parity, "phases_needed": needed}
     ok = barrier.try_wait_parity(parity)
+    init_known(m, a, b, record, "waited on")
     if dest != SINK:
         r[dest] = int(ok)
     if not ok:
@@ -235,11 +248,12 @@ def _returned(m, a, r, b, record, event, parity, needed, token: bool = False) ->
 
 
 def _wait_token(m, a, r, args, record) -> None:
-    dest, bar, token, blocking = args
+    dest, bar, token, blocking, _hint = args
     b = bar(r)
     name = m.barrier_names[b]
     barrier = m.barriers[b]
     barrier._require_valid("mbarrier.test_wait")
+    init_known(m, a, b, record, "waited on")
     arrived_in = token_phase(m, r, token, b)
     if barrier.phase - arrived_in >= 2:
         raise UndefinedBehavior("stale_token", f"the state token of phase {arrived_in} is "
@@ -273,8 +287,8 @@ HANDLERS = {
 
 
 def _parity_ready(m, a, r, args) -> bool:
-    dest, bar, parity_fn, blocking = args
-    if not blocking:
+    dest, bar, parity_fn, blocking, _hint = args
+    if blocking != WAIT_BLOCKS:
         return True
     barrier = m.barriers[bar(r)]
     return not barrier.valid or (barrier.phase & 1) != parity_fn(r)
@@ -283,8 +297,8 @@ def _parity_ready(m, a, r, args) -> bool:
 def _token_ready(m, a, r, args) -> bool:
     """Blocked until the token's phase completes; a wait that is undefined behaviour (an
     invalid barrier, a stale token, another barrier's token) can move, and stops the run."""
-    dest, bar, token, blocking = args
-    if not blocking:
+    dest, bar, token, blocking, _hint = args
+    if blocking != WAIT_BLOCKS:
         return True
     b = bar(r)
     barrier = m.barriers[b]
@@ -299,14 +313,14 @@ BLOCKERS = {"wait_parity": _parity_ready, "wait_token": _token_ready}
 
 
 def _waiting_parity(m, a, r, args) -> dict:
-    dest, bar, parity_fn, blocking = args
+    dest, bar, parity_fn, blocking, _hint = args
     b = bar(r)
     parity = parity_fn(r)
     return _wait_view(m.barrier_names[b], parity, phases_needed(m, a, b, parity & 1))
 
 
 def _waiting_token(m, a, r, args) -> dict:
-    dest, bar, token, blocking = args
+    dest, bar, token, blocking, _hint = args
     b = bar(r)
     phase = r[token] & ((1 << TOKEN_SHIFT) - 1)
     return _wait_view(m.barrier_names[b], phase & 1, phase + 1)
@@ -454,12 +468,15 @@ def _isa_forms() -> tuple:
              "{waitComplete,} [barrier], phaseParity", "9.7.13.15.16",
              "never blocks; `waitComplete` = 1 if the phase with that parity completed",
              wait_slots, together=pair, refuse=no_cluster, remote=local),
-        Form("mbarrier.try_wait", "wait_token", "{waitComplete,} [barrier], state",
-             "9.7.13.15.16", "blocks until the phase of the state token completes",
+        Form("mbarrier.try_wait", "wait_token",
+             "{waitComplete,} [barrier], state {, suspendTimeHint}", "9.7.13.15.16",
+             "blocks until the phase of the state token completes; where the program branches "
+             "on `waitComplete`, it may also return false before (PTX's time limit)",
              wait_slots, together=pair, refuse=try_refuse, remote=local),
         Form("mbarrier.try_wait.parity", "wait_parity",
-             "{waitComplete,} [barrier], phaseParity", "9.7.13.15.16",
-             "blocks until the barrier's parity differs from `phaseParity`",
+             "{waitComplete,} [barrier], phaseParity {, suspendTimeHint}", "9.7.13.15.16",
+             "blocks until the barrier's parity differs from `phaseParity`; where the program "
+             "branches on `waitComplete`, it may also return false before (PTX's time limit)",
              wait_slots, together=pair, refuse=try_refuse, remote=local),
         Gap("mbarrier.arrive_drop.expect_tx", "9.7.13.15.14",
             "`mbarrier.arrive_drop.expect_tx` is not modelled yet",

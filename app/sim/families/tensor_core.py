@@ -9,7 +9,16 @@ accumulator as PTX 9.7.16.6.4.4 orders it: wait, `tcgen05.fence::after_thread_sy
 from __future__ import annotations
 
 from .. import ordering
-from ..core import NO_TILE, arrival, barrier_op, release, take, tile_index, tile_word
+from ..core import (
+    NO_TILE,
+    arrival,
+    barrier_op,
+    init_known,
+    release,
+    take,
+    tile_index,
+    tile_word,
+)
 from ..detectors import Diagnostic
 from ..family import Family
 from ..isa import Form, Gap, Slot
@@ -36,6 +45,7 @@ def _mma(m, a, r, args, record) -> None:
 def _commit(m, a, r, args, record) -> None:
     (bar,) = args
     b = bar(r)
+    init_known(m, a, b, record, "committed MMAs to")
     m.tensor_core.append((COMMIT, NO_TILE, NO_TILE, b, a, 0))
     record["operands"] = {"barrier": m.barrier_names[b]}
 
