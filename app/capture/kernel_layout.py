@@ -198,6 +198,12 @@ def check(program: Program, logging: bool = True) -> None:
             raise CodegenError(f"{agent.name}: an agent of `lanes {agent.lanes}` is not one "
                                "warp running one program; the generator runs each agent as "
                                "whole warps")
+        if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind in ("elect",
+                                                                              "warp_sync")
+                                          for n in agent.nodes):
+            raise CodegenError(f"{agent.name}: `elect.sync` / `bar.warp.sync` in an agent of "
+                               f"`warps {agent.warps}`: in the kernel each of its warps would "
+                               "take part on its own")
         if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind == "wait_token"
                                           for n in agent.nodes):
             raise CodegenError(f"{agent.name}: an agent of several warps waits on a "
