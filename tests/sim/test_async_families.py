@@ -366,3 +366,30 @@ def test_a_wgmma_agent_is_a_warpgroup():
     err = error(WGMMA_ALONE.replace("agent wg warps 4 {", "agent wg {"))
     assert err.message == "`wgmma.fence` is a warpgroup's instruction: the agent must be four warps"
     assert "warps 4" in err.hint
+
+
+MISSPELT = [
+    ("wgmma.fence.sync.alignd;", "`.alignd` is not a qualifier of `wgmma.fence`", ".aligned"),
+    ("wgmma.commit_grup.sync.aligned;", "`wgmma.commit_grup` is not an instruction the engine "
+     "knows", "wgmma.commit_group"),
+    ("cp.async.cg.sharde.global [s], [t[0]], 16;", "`.sharde` is not a qualifier of `cp.async`",
+     ".shared"),
+    ("cp.async.mbarrier.arrive.noinck.shared::cta.b64 [bar];",
+     "`.noinck` is not a qualifier of `cp.async.mbarrier.arrive`", ".noinc"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.ad.f32 [t[0]], [s], 64;",
+     "`.ad` is not a qualifier of `cp.reduce.async.bulk`", ".add"),
+    ("cp.async.bulk.tensor.1d.shared::clustr.global.mbarrier::complete_tx::bytes [s], "
+     "[M, {0}], [bar];", "`.shared::clustr` is not a qualifier of `cp.async.bulk.tensor`",
+     ".shared::cluster"),
+]
+
+
+@pytest.mark.parametrize(("line", "message", "suggestion"), MISSPELT,
+                         ids=[m[0].split(" ")[0][:40] for m in MISSPELT])
+def test_a_misspelt_qualifier_is_refused_with_a_suggestion(line, message, suggestion):
+    text = ("tensor t[1] bytes 64;\ntensor M shape {16} box {16} elem 4;\n"
+            "smem s bytes 64 chunk 16;\nbarrier bar = 1;\n"
+            f"agent a warps 4 {{\n    {line}\n}}\n")
+    err = error(text)
+    assert err.message == message and err.hint == f"did you mean `{suggestion}`?"
+    assert err.line == 6

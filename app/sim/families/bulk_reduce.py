@@ -37,7 +37,7 @@ def _isa_forms() -> tuple:
                    modelled=("bulk_group",), required=True, note=cluster),
               Slot("level::cache_hint", ("L2::cache_hint",),
                    note="with its `cache-policy` operand: a performance hint only"),
-              Slot("redOp", ("and", "or", "xor", "add", "inc", "dec", "min", "max"),
+              Slot("redOp", ("add", "and", "or", "xor", "inc", "dec", "min", "max"),
                    required=True),
               Slot("noftz", ("noftz",)),
               Slot("type", ("f16", "bf16", "b32", "u32", "s32", "b64", "u64", "s64", "f32",

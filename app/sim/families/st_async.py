@@ -238,7 +238,7 @@ def _isa_forms() -> tuple:
            Slot("mmio", ("mmio",), modelled=(), note=to_global),
            space, Slot("completion_mechanism", ("mbarrier::complete_tx::bytes",),
                        default="mbarrier::complete_tx::bytes"),
-           Slot("op", ("inc", "dec", "min", "max", "and", "or", "xor", "add"), required=True),
+           Slot("op", ("add", "inc", "dec", "min", "max", "and", "or", "xor"), required=True),
            Slot("type", ("u32", "s32", "b32", "u64", "s64"), required=True))
     return (
         Form("st.async", "st_async", "[mapa(smem[i], cta) (+ off)], tile[k], "
