@@ -107,7 +107,7 @@ def _commit(m, a, r, args, record) -> None:
     h = m.hidden
     count = r[h[GROUPS]]
     if count >= GROUP_LIMIT:
-        raise ProgramError("control_limit", f"{m.agents[a].name} has {GROUP_LIMIT} cp.async "
+        raise ProgramError("pending_limit", f"{m.agents[a].name} has {GROUP_LIMIT} cp.async "
                                             "groups committed and none waited for")
     r[h[MASKS]] |= r[h[OPEN]] << (count * m.n_chunk_bits)
     r[h[OPEN]] = 0
@@ -153,7 +153,7 @@ def _mbarrier_arrive(m, a, r, args, record) -> None:
     h = m.hidden
     count = r[h[ARRIVES]]
     if count >= GROUP_LIMIT:
-        raise ProgramError("control_limit", f"{m.agents[a].name} has {GROUP_LIMIT} "
+        raise ProgramError("pending_limit", f"{m.agents[a].name} has {GROUP_LIMIT} "
                                             "asynchronous arrives pending")
     if not noinc:
         if barrier.pending_arrivals + 1 > COUNT_LIMIT:

@@ -91,7 +91,7 @@ def _issue(m, a, r, args, record, red: bool) -> None:
     h = m.hidden
     count = r[h[COUNT]]
     if count >= LIMIT:
-        raise ProgramError("control_limit", f"{name} has {LIMIT} asynchronous stores pending")
+        raise ProgramError("pending_limit", f"{name} has {LIMIT} asynchronous stores pending")
     taken = {_entry(r, h, k)["serial"] for k in range(count)
              if _entry(r, h, k)["stage"] == stage and _entry(r, h, k)["red"] == red}
     serial = 1

@@ -126,7 +126,7 @@ def _commit_group(m, a, r, args, record) -> None:
     h = m.hidden
     count = r[h[GROUPS]]
     if count >= GROUP_LIMIT:
-        raise ProgramError("control_limit", f"{m.agents[a].name} has {GROUP_LIMIT} "
+        raise ProgramError("pending_limit", f"{m.agents[a].name} has {GROUP_LIMIT} "
                                             "wgmma-groups committed and none waited for")
     r[h[MASKS]] |= r[h[OPEN]] << (count * _width(m))
     r[h[OPEN]] = 0
