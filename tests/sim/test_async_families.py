@@ -396,7 +396,8 @@ def test_a_misspelt_qualifier_is_refused_with_a_suggestion(line, message, sugges
 
 
 def test_groups_that_are_never_waited_for_stop_at_the_engine_bound():
-    text = "agent t {\n    for (int k = 0; k < 70; ++k) {\n        cp.async.commit_group;\n    }\n}\n"
+    text = ("agent t {\n    for (int k = 0; k < 70; ++k) {\n        cp.async.commit_group;\n"
+            "    }\n}\n")
     r = run(text)
     assert r.status == "undefined_behavior" and r.diagnostics[-1]["rule"] == "pending_limit"
     assert run(text.replace("70", "64")).status == "done"
