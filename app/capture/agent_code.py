@@ -28,6 +28,16 @@ from .kernel_layout import (
     Layout,
 )
 
+THREAD_REWRITES = (("c.lane == 0", "true"), ("__all_sync(FULL_MASK, ok)", "ok"),
+                   ("__shfl_sync(FULL_MASK, token, 0)", "token"), ("write_tile(", "write_tile_1("),
+                   ("check_tile(", "check_tile_1("))
+
+
+def _one_thread(line: str) -> str:
+    for old, new in THREAD_REWRITES:
+        line = line.replace(old, new)
+    return line
+
 
 def cname(name: str) -> str:
     return "r_" + re.sub(r"[^0-9A-Za-z_]", "_", name)
@@ -47,6 +57,11 @@ class AgentWriter:
         self.accumulators: dict[str, tuple[str, int]] = {}
         """Each `wgmma` accumulator: its C type and registers per thread."""
         self.out: list[str] = []
+        self.thread = self.agent.lanes > 1
+        """A lane of `lanes N`: one thread runs the agent, and issues what lane 0 issues for a
+        whole warp (`_one_thread` rewrites the warp's collectives away)."""
+        self.mask = f"{(1 << self.agent.lanes) - 1:#x}" if self.thread else "0xffffffff"
+        """The membermask of the modelled lanes (the warp's other lanes exit at once)."""
 
     def reg(self, i: int) -> str:
         return self.regs[i]
@@ -208,8 +223,10 @@ class AgentWriter:
         self.emit(f"if (id < 0 || id >= {NAMED_BARRIER_EXIT} || n <= 0 || n > 1024 || n % 32) "
                   f"{{ err_code = {ERROR_OPERAND_RANGE}; err_value = id; goto error; }}", 2)
         self.emit("const u64 pre = stamp();", 2)
-        self.emit(f'asm volatile("{self.node.op} %0, %1;" :: "r"((u32)id), "r"((u32)n) : '
-                  '"memory");', 2)
+        op = self.node.op
+        if self.thread:  # lanes reach it one by one: the form without `.aligned`
+            op = op.replace("bar.", "barrier.", 1).replace(".aligned", "")
+        self.emit(f'asm volatile("{op} %0, %1;" :: "r"((u32)id), "r"((u32)n) : "memory");', 2)
         self.emit("const u64 post = stamp();", 2)
         self._log(word, "0", "(u64)id", "(u64)n")
 
@@ -225,11 +242,14 @@ class AgentWriter:
         dest, pred, _mask = a
         self.emit("u32 d = 0, p = 0;", 2)
         self.emit("const u64 pre = stamp();", 2)
-        self.emit('asm volatile("{\\n\\t.reg .pred P;\\n\\telect.sync %0|P, 0xffffffff;\\n\\t'
-                  'selp.u32 %1, 1, 0, P;\\n\\t}" : "=r"(d), "=r"(p) :: "memory");', 2)
+        self.emit(f'asm volatile("{{\\n\\t.reg .pred P;\\n\\telect.sync %0|P, {self.mask};'
+                  '\\n\\tselp.u32 %1, 1, 0, P;\\n\\t}" : "=r"(d), "=r"(p) :: "memory");', 2)
         self.emit("const u64 post = stamp();", 2)
-        self.emit("const u32 leader = __shfl_sync(FULL_MASK, d, 0);", 2)
-        self.emit("const u32 elected = __shfl_sync(FULL_MASK, p, 0);", 2)
+        if self.thread:  # each lane its own answer, as the engine's lanes
+            self.emit("const u32 leader = d, elected = p;", 2)
+        else:
+            self.emit("const u32 leader = __shfl_sync(FULL_MASK, d, 0);", 2)
+            self.emit("const u32 elected = __shfl_sync(FULL_MASK, p, 0);", 2)
         self._log("elect", "0", "leader", "elected")
         if dest != SINK:
             self.emit(f"{self.reg(dest)} = leader;", 2)
@@ -238,13 +258,14 @@ class AgentWriter:
 
     def _warp_sync(self, a) -> None:
         self.emit("const u64 pre = stamp();", 2)
-        self.emit('asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");', 2)
+        self.emit(f'asm volatile("bar.warp.sync {self.mask};" ::: "memory");', 2)
         self.emit("const u64 post = stamp();", 2)
         self._log("warp_sync")
 
     def _cluster(self, word: str) -> None:
         self.emit("const u64 pre = stamp();", 2)
-        self.emit(f'asm volatile("{self.node.op};" ::: "memory");', 2)
+        op = self.node.op.replace(".aligned", "") if self.thread else self.node.op
+        self.emit(f'asm volatile("{op};" ::: "memory");', 2)
         self.emit("const u64 post = stamp();", 2)
         self._log(word)
 
@@ -800,7 +821,9 @@ class AgentWriter:
                 "        sm[0] = lines; sm[1] = bad_reads; sm[2] = status; sm[3] = 1;",
                 "    }",
                 "}"]
-        return head + decls + body + tail
+        out = head + decls + body + tail
+        return [_one_thread(line) for line in out if line.strip() != "__syncwarp();"] \
+            if self.thread else out
 
     @staticmethod
     def _label(target: int, end: int) -> str:

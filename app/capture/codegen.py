@@ -45,6 +45,7 @@ from .kernel_layout import (  # noqa: F401 - the names other modules import from
     Layout,
     check,
     layout,
+    warps_of,
 )
 from .kernel_text import EXIT_AS_PROGRAM, EXIT_ONE_CTA, KERNEL, PRELUDE
 
@@ -166,18 +167,23 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
         agents.append("")
     out.extend(agents)
     ending = EXIT_ONE_CTA if lay.cluster == 1 or exit_sync else EXIT_AS_PROGRAM
-    if any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
-           for agent in program.agents for n in agent.nodes):
+    lanes = any(a.lanes > 1 for a in program.agents)
+    if lanes or any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
+                    for agent in program.agents for n in agent.nodes):
         ending = ending.replace("__syncthreads();", (
             f'asm volatile("barrier.sync {NAMED_BARRIER_EXIT};" ::: "memory");  // the program '
-            "uses the other named barriers"))
-    out.append(KERNEL % {**grouped, "inits": _inits(program, lay),
+            "may use the other named barriers, and lanes reach it one by one"))
+    kernel = KERNEL % {**grouped, "inits": _inits(program, lay),
                          "exit": ending,
                          "stage_words": sum(s.bytes for s in program.stages) // 4,
                          "stage_first": lay.stage_offsets[0] if lay.stage_offsets else 0,
                          "stage_end": lay.staging_offset,
                          "dispatch": "\n".join(f"    case {i}: agent_{i}(c, L, summary); break;"
-                                               for i in range(len(program.agents)))})
+                                               for i in range(len(program.agents)))}
+    if lanes:
+        out.extend(_lane_helpers(program))
+        kernel = _with_lanes(kernel)
+    out.append(kernel)
     return "\n".join(out) + "\n"
 
 
@@ -249,6 +255,71 @@ def _subs(warp_agent: tuple[int, ...]) -> tuple[int, ...]:
         if agent >= 0:
             seen[agent] = k + 1
     return tuple(out)
+
+def _lane_helpers(program: Program) -> list[str]:
+    """Where an agent runs as lanes (`lanes N`), each lane is one agent of the program: a warp
+    maps its lanes to agents (the lanes the program does not model exit at once), and a lane
+    writes and checks a stage's words alone."""
+    out = ["// ------------------------------------------------------------------ lanes", "",
+           f"#define WARPS_PER_CTA {len(warps_of(program))}",
+           "// The agent (local to its CTA) that lane `lane` of warp `warp` runs, or none.",
+           "__device__ __forceinline__ u32 warp_slot(u32 warp, u32 lane) {",
+           "    switch (warp) {"]
+    for w, movers in enumerate(warps_of(program)):
+        if program.agents[movers[0]].lanes == 1:  # a whole-warp agent: every lane runs it
+            out.append(f"    case {w}: return {movers[0]}u;")
+        else:
+            out.append(f"    case {w}: return lane < {len(movers)}u ? {movers[0]}u + lane : "
+                       "0xFFFFFFFFu;")
+    out += ["    default: return 0xFFFFFFFFu;", "    }", "}", "",
+            "__device__ __forceinline__ Check check_tile_1(const u32* p, u32 words, "
+            "u32 chunk_words, u32 tile, u32 first, u32 cta_base) {",
+            "    u32 chunks = words / chunk_words;",
+            "    u64 bad_chunks = 0, stale = 0, never = 0;",
+            "    u32 bad = 0;",
+            "    u32 want_tag = (cta_base + tile) & 0xFFFFu;",
+            "    for (u32 w = 0; w < words; w++) {",
+            "        u32 v = ((volatile const u32*)p)[w];",
+            "        if (v == ((want_tag << 16) | (w & 0xFFFFu))) continue;",
+            "        bad++;",
+            "        u64 bit = 1ull << (w / chunk_words);",
+            "        bad_chunks |= bit;",
+            "        if (v == POISON) { never |= bit; continue; }",
+            "        u32 t = ((v >> 16) - cta_base) & 0xFFFFu;",
+            "        if (t >= first && t < tile) stale |= bit;",
+            "    }",
+            "    Check c;",
+            "    u64 all = chunks >= 64 ? ~0ull : ((1ull << chunks) - 1);",
+            "    c.ok = all & ~bad_chunks;",
+            "    c.stale = stale;",
+            "    c.never = never;",
+            "    c.bad = bad;",
+            "    return c;",
+            "}", "",
+            "__device__ __forceinline__ void write_tile_1(u32* p, u32 words, u32 tile, "
+            "u32 cta_base) {",
+            "    u32 tag = (cta_base + tile) & 0xFFFFu;",
+            "    for (u32 w = 0; w < words; w++) p[w] = (tag << 16) | (w & 0xFFFFu);",
+            "}", ""]
+    return out
+
+
+LANE_KERNEL = (
+    ("__launch_bounds__(32 * AGENTS_PER_CTA, 1)", "__launch_bounds__(32 * WARPS_PER_CTA, 1)"),
+    ("    const u32 slot = c.rank * AGENTS_PER_CTA + warp;",
+     "    const u32 local = warp_slot(warp, threadIdx.x & 31);\n"
+     "    if (local == 0xFFFFFFFFu) return;  // a lane the program does not model\n"
+     "    const u32 slot = c.rank * AGENTS_PER_CTA + local;"),
+    ("(u64)warp * STAGE_RECORDS * RECORD_WORDS", "(u64)local * STAGE_RECORDS * RECORD_WORDS"),
+)
+
+
+def _with_lanes(kernel: str) -> str:
+    for old, new in LANE_KERNEL:
+        if kernel.count(old) != 1:
+            raise AssertionError(f"the kernel template changed: {old!r}")
+        kernel = kernel.replace(old, new)
+    return kernel
 
 
 def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1) -> str:

@@ -111,6 +111,15 @@ def _locals(decls) -> tuple[int, ...]:
     return tuple(out)
 
 
+def warps_of(program: Program) -> list[tuple[int, ...]]:
+    """The warps of CTA 0, each the local agent numbers of its lanes (one for most)."""
+    lanes: dict[int, list[int]] = {}
+    for i, a in enumerate(program.agents):
+        if a.cta == 0:
+            lanes.setdefault(i if a.warp is None else a.warp, []).append(i)
+    return [tuple(v) for v in lanes.values()]
+
+
 def layout(program: Program, logging: bool = True) -> Layout:
     ctas = max(1, program.cluster)
     per_cta = len(program.agents) // ctas
@@ -136,7 +145,8 @@ def layout(program: Program, logging: bool = True) -> Layout:
     if maps:
         gbytes = _align(gbytes + 128 * len(maps))
     return Layout(0, stage_offsets, staging, smem, tuple(tensor_offsets), tuple(tensor_tiles),
-                  gbytes, tiles, 32 * (len(warps) or per_cta), ctas, per_cta, bar_local,
+                  gbytes, tiles, 32 * (len(warps) or len(warps_of(program))),
+                  ctas, per_cta, bar_local,
                   tuple(b.cta for b in program.barriers), tuple(s.cta for s in program.stages),
                   logging, maps, map_offset, warps)
 
@@ -194,10 +204,9 @@ def check(program: Program, logging: bool = True) -> None:
                     "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
                     "pipeline stays simulation-only")
     for agent in program.agents:
-        if agent.lanes > 1:
-            raise CodegenError(f"{agent.name}: an agent of `lanes {agent.lanes}` is not one "
-                               "warp running one program; the generator runs each agent as "
-                               "whole warps")
+        if warpgroup_agent(agent) and any(a.lanes > 1 for a in program.agents):
+            raise CodegenError(f"{agent.name}: an agent of `warps {agent.warps}` beside agents "
+                               "of lanes: the generator places one or the other")
         if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind in ("elect",
                                                                               "warp_sync")
                                           for n in agent.nodes):

@@ -369,11 +369,23 @@ TENSOR_CORE = {
 
 def _named_barrier(o: Operands) -> tuple:
     """`a{, b}`: the barrier 0..15 and the thread count (required for `arrive`)."""
+    node = o.items[0] if o.items else None
     bar_id = o.value("the barrier id `a` (0..15)")
+    if bar_id.const is not None and not 0 <= bar_id.const <= 15:
+        raise o.error(f"a CTA has named barriers 0..15; got {bar_id.const}", node,
+                      hint="PTX 9.7.13.1: \"Each CTA instance has sixteen barriers numbered "
+                           "0..15\"")
     if not o.items and o.parsed.form.kind == "bar_arrive":
         raise o.error(f"`{o.parsed.form.stem}` takes its thread count `b` (PTX 9.7.13.1: a "
                       "non-zero thread count is required for `arrive`)")
-    return (bar_id, o.value("the thread count `b`") if o.items else None)
+    node = o.items[0] if o.items else None
+    count = o.value("the thread count `b`") if o.items else None
+    if count is not None and count.const is not None and not (
+            0 < count.const <= 1024 and count.const % 32 == 0):
+        raise o.error(f"a thread count is a multiple of the warp size (32) up to 1024; got "
+                      f"{count.const}", node, hint="PTX 9.7.13.1: \"the value must be a "
+                                                   "multiple of warp size\"")
+    return (bar_id, count)
 
 
 NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}

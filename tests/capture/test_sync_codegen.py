@@ -75,7 +75,6 @@ def test_a_try_wait_that_may_fail_is_one_try_with_its_hint():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("agent p lanes 2 { bar.sync 1, 64; }\n", "an agent of `lanes 2` is not one warp"),
     ("agent p warps 4 { int e = 0; elect.sync _|e, 0xffffffff; }\n",
      "in an agent of `warps 4`: in the kernel each of its warps"),
     ("agent p { bar.sync 1; }\n", "without a thread count"),
@@ -90,7 +89,8 @@ NVCC = shutil.which("nvcc")
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (no GPU needed)")
-@pytest.mark.parametrize("name", ["named_barrier", "cluster_init", "try_then_wait", "elect"])
+@pytest.mark.parametrize("name", ["named_barrier", "cluster_init", "try_then_wait", "elect",
+                                  "elected_lane"])
 def test_the_kernels_compile_with_nvcc_for_sm_90a(tmp_path, name):
     texts = {"try_then_wait": TRY_THEN_WAIT, "elect": ELECT}
     text = texts.get(name) or (PROGRAMS / f"{name}.pipe").read_text()

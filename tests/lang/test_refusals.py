@@ -412,3 +412,21 @@ def test_the_error_examples_in_the_docs_are_what_the_language_prints():
         with pytest.raises(PipelineError) as info:
             compile_text(text)
         assert info.value.render(text).splitlines() == shown
+
+
+@pytest.mark.parametrize(("body", "message", "hint", "caret"), [
+    ("bar.sync 16, 64;", "a CTA has named barriers 0..15; got 16",
+     'PTX 9.7.13.1: "Each CTA instance has sixteen barriers numbered 0..15"', "16"),
+    ("bar.sync 1, 48;", "a thread count is a multiple of the warp size (32) up to 1024; got 48",
+     'PTX 9.7.13.1: "the value must be a multiple of warp size"', "48"),
+    ("barrier.arrive.aligned 1, 2048;",
+     "a thread count is a multiple of the warp size (32) up to 1024; got 2048",
+     'PTX 9.7.13.1: "the value must be a multiple of warp size"', "2048"),
+    ("int x = %laneid;", "`%laneid` is not declared here",
+     "each lane of an agent declared `lanes N` has its own `%laneid`; an agent without lanes "
+     "is a whole warp", "%laneid"),
+])
+def test_synchronization_operands_are_checked_at_their_column(body, message, hint, caret):
+    err, text = error_of(body)
+    assert (err.message, err.hint) == (message, hint)
+    assert text.splitlines()[err.line - 1][err.column - 1:].startswith(caret), err.render(text)

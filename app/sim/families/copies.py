@@ -39,6 +39,7 @@ from ..core import (
     tile_index,
     tile_word,
     tx_check,
+    unread_by_store,
 )
 from ..detectors import Diagnostic
 from ..family import Family
@@ -298,6 +299,9 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"The TMA load of {tile_word(m, tile)} wrote {stage_name} while "
             f"{tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
+    if m.stores_read_smem:
+        unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}", "tma",
+                        record)
     m.chunks[stage][c] = (tile, W_ASYNC)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],

@@ -25,6 +25,7 @@ from ..core import (
     take,
     tile_index,
     tile_word,
+    unread_by_store,
 )
 from ..detectors import Diagnostic
 from ..family import Family
@@ -97,6 +98,9 @@ def _st_shared(m, a, r, args, record) -> None:
             del m.owed[(s, old)]
     if m.clustered:
         _remote(m, a, stage, "wrote")
+    if m.stores_read_smem:
+        unread_by_store(m, stage, 0, len(m.chunks[stage]), m.agents[a].name, m.agents[a].name,
+                        record)
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
     m.stage_bars[stage] = 0
