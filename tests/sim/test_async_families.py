@@ -401,3 +401,15 @@ def test_groups_that_are_never_waited_for_stop_at_the_engine_bound():
     r = run(text)
     assert r.status == "undefined_behavior" and r.diagnostics[-1]["rule"] == "pending_limit"
     assert run(text.replace("70", "64")).status == "done"
+
+
+def test_every_pending_asynchronous_store_has_a_name_of_its_own():
+    """Two stores of one tile into two stages of the peer are two movers, named apart."""
+    text = source("st_async").replace("smem    s bytes 32 chunk 16;",
+                                      "smem    s bytes 32 chunk 16;\nsmem    u bytes 32 chunk 16;")
+    text = text.replace("[mapa(s, cta ^ 1) + 16]", "[mapa(u, cta ^ 1)]")
+    machine = Machine(config(text))
+    machine.step(machine.resolve("cta0.writer"))
+    machine.step(machine.resolve("cta0.writer"))
+    names = [n for n in machine.moves() if n.startswith("st.async:")]
+    assert names == ["st.async:cta0.writer:t0@cta1", "st.async:cta0.writer:t0#2@cta1"]

@@ -92,8 +92,14 @@ def _issue(m, a, r, args, record, red: bool) -> None:
     count = r[h[COUNT]]
     if count >= LIMIT:
         raise ProgramError("pending_limit", f"{name} has {LIMIT} asynchronous stores pending")
-    taken = {_entry(r, h, k)["serial"] for k in range(count)
-             if _entry(r, h, k)["stage"] == stage and _entry(r, h, k)["red"] == red}
+    def same_name(e: dict) -> bool:  # what `_name` shows: the stage, or the tile and its CTA
+        if e["red"] != red:
+            return False
+        if red:
+            return e["stage"] == stage
+        return e["tile"] - 1 == tile and m.program.stages[e["stage"]].cta == decl.cta
+
+    taken = {e["serial"] for e in (_entry(r, h, k) for k in range(count)) if same_name(e)}
     serial = 1
     while serial in taken:
         serial += 1
