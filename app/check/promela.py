@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from app.sim.barrier import COUNT_LIMIT, TX_LIMIT
 from app.sim.config import PipelineConfig
+from app.sim.core import NO_TILE, TILE_SPAN, W_ASYNC, W_GENERIC, W_GENERIC_FENCED
 from app.sim.machine import Machine
 from app.sim.program import SINK, TC_FENCED, Assign, Branch, Jump, Line, Ref
-from app.sim.smem import NO_TILE, TILE_SPAN, W_ASYNC, W_GENERIC, W_GENERIC_FENCED
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = 0, 1, 2, 3
 STATUS = {"running": RUNNING, "done": DONE, "deadlock": DEADLOCK, "undefined_behavior": UNDEFINED}
