@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from app.sim.barrier import COUNT_LIMIT, TX_LIMIT
 from app.sim.config import PipelineConfig
 from app.sim.machine import Machine
-from app.sim.program import SINK, TC_FENCED, Assign, Branch, Jump, Line, Ref
+from app.sim.program import SINK, TC_FENCED, Branch, Jump, Line, Ref
 from app.sim.smem import NO_TILE, TILE_SPAN, W_ASYNC, W_GENERIC, W_GENERIC_FENCED
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = 0, 1, 2, 3
@@ -49,6 +49,10 @@ WORD = 30
 """Bits per word of a bit set (knowledge, stage barriers, generic reads)."""
 CONTROL_LIMIT = 10_000
 MAX_OPS = 64
+ANY = 255
+COUNT = 254
+"""`MBI_QUERY=254`: the COUNT variant at run time (no settling move), in the same pan."""
+"""`MBI_QUERY=255`: every kind armed (the first diagnostic of any kind stops pan)."""
 
 
 class NotExported(ValueError):
@@ -195,10 +199,11 @@ class Exporter:
                                                  for n in a.nodes))
         multicast = any(isinstance(n, Line) and n.kind == "load" and n.args[5] is not None
                         for a in p.agents for n in a.nodes)
-        self.max_ops = max_ops or max(1, min(MAX_OPS, max(1, self.ns) * (1 + storers)
-                                             * (p.cluster if multicast else 1)))
-        """Room for copies in flight (every stage loading, each storer storing every stage);
-        pan stops at `assert(NOPS < NOPSMAX)` past it and the runner doubles it."""
+        self.max_ops = max_ops or max(2, min(MAX_OPS, self.ns * (p.cluster if multicast else 1)
+                                             + storers))
+        """Room for copies in flight (every stage loading, a store of each storer); pan stops
+        at `assert(NOPS < NOPSMAX)` past it and the runner doubles it (each slot is two
+        options of pan's loop, so a tight table keeps pan.c small)."""
         self.tmp = 0
         self.options: dict[int, list[str]] = {}
 
@@ -273,7 +278,7 @@ class Exporter:
                 "#ifdef QUERY", "#define READ_QUERY QV = QUERY;", "#else",
                 "#define READ_QUERY c_code { now.QV = getenv(\"MBI_QUERY\") ? "
                 "atoi(getenv(\"MBI_QUERY\")) : 0; };",
-                "#endif", "#define DIAG(k) assert(QV != k)",
+                "#endif", f"#define DIAG(k) assert(QV != k && QV != {ANY})",
                 f"#define NA {self.na}", f"#define NB {max(self.nb, 1)}",
                 f"#define NOPSMAX {self.max_ops}"]
         out += self._tables()
@@ -575,8 +580,8 @@ class Exporter:
             code = _Code()
             self.tmp = 0
             self._line(code, a, i, node)
-            code.add(f"if :: ST == {RUNNING} -> {pc} = {i + 1}; follow_{a}() "
-                     ":: else -> skip fi")
+            code.add(f"if :: ST == {RUNNING} -> {pc} = {i + 1} :: else -> skip fi;")
+            code.add(*self._follow(a, i + 1))
             bodies.append((i, code.done()))
         en = " && ".join([f"({pc} < {end})", *blocked])
         out = [f"#define EN_{a} ({en})"]
@@ -585,16 +590,32 @@ class Exporter:
             out += [f"inline step_{a}_{i}() {{", "    " + "\n    ".join(body), "}"]
             guard = f"{pc} == {i}" + (f" && ({conds[i]})" if i in conds else "")
             self.options[a].append(f":: d_step {{ ST == {RUNNING} && {guard} -> "
-                                   f"printf(\"MOVE a {a}\\n\"); step_{a}_{i}(); settle() }}")
-        out += self._follow(a)
+                                   f"printf(\"MOVE a {a}\\n\"); step_{a}_{i}() }}")
         return out
 
-    def _follow(self, a: int) -> list[str]:
-        """Machine._follow: control nodes until a line or the end."""
+    def _follow(self, a: int, start: int) -> list[str]:
+        """Machine._follow from node `start`: the control nodes reachable from there before a
+        line (only those: the code of every line's move stays small)."""
         nodes = self.program.agents[a].nodes
         pc = self.reg(a, 0)
+        todo, seen = [start], set()
+        while todo:
+            i = todo.pop()
+            if i >= len(nodes) or i in seen or isinstance(nodes[i], Line):
+                continue
+            seen.add(i)
+            node = nodes[i]
+            if isinstance(node, Jump):
+                todo.append(node.target)
+            elif isinstance(node, Branch):
+                todo += [i + 1, node.target]
+            else:
+                todo.append(i + 1)
+        if not seen:
+            return []
         opts = []
-        for i, node in enumerate(nodes):
+        for i in sorted(seen):
+            node = nodes[i]
             if isinstance(node, Jump):
                 opts.append(f"  :: {pc} == {i} -> {pc} = {node.target}")
             elif isinstance(node, Branch):
@@ -603,20 +624,19 @@ class Exporter:
                 code.add(f"if :: ({cond}) != 0 -> {pc} = {i + 1} :: else -> "
                          f"{pc} = {node.target} fi")
                 opts.append(f"  :: {pc} == {i} ->\n     " + "\n     ".join(code.done()))
-            elif isinstance(node, Assign):
+            else:
                 code = _Code()
                 for r, e in node.updates:
                     code.add(f"{self.reg(a, r)} = {self.expr(code, a, e)};")
                 code.add(f"{pc} = {i + 1}")
                 opts.append(f"  :: {pc} == {i} ->\n     " + "\n     ".join(code.done()))
-        lines = [i for i, n in enumerate(nodes) if isinstance(n, Line)]
-        stop = " || ".join([f"{pc} >= {len(nodes)}", *(f"{pc} == {i}" for i in lines)])
-        return [f"inline follow_{a}() {{", "  i1 = 0;", "  do",
-                f"  :: ST != {RUNNING} || {stop} -> break",
-                f"  :: ST == {RUNNING} && i1 >= {CONTROL_LIMIT} -> DIAG(UNDEFINED_BEHAVIOR);"
+        inside = " || ".join(f"{pc} == {i}" for i in sorted(seen))
+        return ["i1 = 0;", "do",
+                f":: ST != {RUNNING} || !({inside}) -> break",
+                f":: ST == {RUNNING} && i1 >= {CONTROL_LIMIT} -> DIAG(UNDEFINED_BEHAVIOR);"
                 f" ST = {UNDEFINED}; break",
-                f"  :: ST == {RUNNING} && i1 < {CONTROL_LIMIT} && !({stop}) -> i1++;",
-                "     if", *opts, "  :: else -> skip", "     fi", "  od", "}"]
+                f":: ST == {RUNNING} && i1 < {CONTROL_LIMIT} && ({inside}) -> i1++;",
+                "   if", *opts, "   :: else -> skip", "   fi", "od;", "skip;"]
 
     def _blocker(self, a: int, node: Line) -> str | None:
         if node.kind == "wait_parity":
@@ -973,7 +993,6 @@ class Exporter:
         return [
             f"#define ANY_ENABLED ({any_en})",
             "inline settle() {",
-            f"  if :: ST == {RUNNING} && !ANY_ENABLED ->",
             "    if :: " + " && ".join(
                 [f"{self.reg(a, 0)} >= {len(self.program.agents[a].nodes)}"
                  for a in range(self.na)] or ["1"]) + f" -> ST = {DONE}",
@@ -984,7 +1003,6 @@ class Exporter:
             "      :: else -> break od;",
             "      DIAG(DEADLOCK)",
             "    fi",
-            "  :: else -> skip fi",
             "}",
         ]
 
@@ -1008,13 +1026,19 @@ class Exporter:
         tma = []
         for k in range(self.max_ops):
             tma.append(f":: d_step {{ ST == {RUNNING} && {k} < NOPS -> "
-                       f"printf(\"MOVE t {k}\\n\"); tma_step({k}, 0); settle() }}")
+                       f"printf(\"MOVE t {k}\\n\"); tma_step({k}, 0) }}")
             tma.append(f":: d_step {{ ST == {RUNNING} && {self._can_hold(k)} -> "
-                       f"printf(\"MOVE h {k}\\n\"); tma_step({k}, 1); settle() }}")
+                       f"printf(\"MOVE h {k}\\n\"); tma_step({k}, 1) }}")
         init = "  d_step { READ_QUERY INIT_DONE = 1; " + " ".join(self.init) + " };"
         out = ["bit INIT_DONE;", "#ifndef LIVELOCK", "active proctype machine() {", init,
                "  do", *["  " + x for x in moves + tma],
-               "#ifndef COUNT", f"  :: ST == {DONE} || ST == {UNDEFINED} -> break", "#endif",
+               # Machine._settle as a move of its own (a function of the state, so COUNT leaves
+               # it out and SPIN's states stay the engine's): done, or a deadlock (pan's invalid
+               # end state) with its diagnostics.
+               "#ifndef COUNT",
+               f"  :: d_step {{ QV != {COUNT} && ST == {RUNNING} && !ANY_ENABLED -> "
+               "settle() }",
+               f"  :: QV != {COUNT} && (ST == {DONE} || ST == {UNDEFINED}) -> break", "#endif",
                "  od", "}", "#else"]
         # LIVELOCK: a process per agent and one for the TMA engine; the first initialises.
         for a in range(self.na):
