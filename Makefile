@@ -59,7 +59,7 @@ bench: install-test
 	$(BIN)/python bench/check.py
 	$(BIN)/python bench/serve.py
 
-# A class at once against 2 uvicorn workers for 2 minutes (bench/load.py prints the figures).
+# A class at once against 1 and then 2 uvicorn workers, 60 s each (bench/load.py prints the figures).
 load: install-test
 	$(BIN)/python bench/load.py
 

@@ -20,6 +20,8 @@ same run.
     .venv/bin/python bench/check.py --no-spin       # the checker alone
     .venv/bin/python bench/check.py --unreduced     # also the plain breadth-first search
     .venv/bin/python bench/check.py --stop-at-first # answer at the first shortest violation
+    .venv/bin/python bench/check.py --clusters --unreduced  # cluster_multicast and CUTLASS's
+                                                    # WS test, partial-order reduction on/off
     .venv/bin/python bench/check.py --poll          # what the livelock analysis costs: a ring
                                                     # whose consumers poll in `while` loops
 
@@ -104,6 +106,61 @@ def checker(stages: int, tiles: int, consumers: int, bug: str | None, reduce: bo
     return {"verdict": verdict, "states": out.states, "best": min(verdicts),
             "median": statistics.median(verdicts), "answer": min(answers), "rate": max(rates),
             "search_s": out.elapsed_s}
+
+
+CLUSTER_ROWS = [
+    ("cluster_multicast", {"stages": 1, "tiles": 2}, []),
+    ("cluster_multicast", {"stages": 2, "tiles": 2}, []),
+    ("cluster_multicast", {}, []),                          # the defaults: stages 2, tiles 4
+    ("cluster_multicast", {"stages": 3, "tiles": 6}, []),
+    ("cluster_multicast", {"stages": 2, "tiles": 4}, ["release_local_only"]),
+    ("cluster_multicast", {"stages": 2, "tiles": 4}, ["no_producer_tail"]),
+    ("ws_2x1", {"stages": 2, "iterations": 8}, []),
+    ("ws_2x1", {"stages": 7, "iterations": 8}, []),
+    ("ws_2x2", {"stages": 2, "iterations": 3}, []),
+    ("ws_4x1", {"stages": 2, "iterations": 3}, []),
+    ("ws_2x2", {"stages": 7, "iterations": 8}, []),
+    ("ws_4x1", {"stages": 7, "iterations": 8}, []),
+]
+"""Cluster rows (`--clusters`): the built-in scenario and CUTLASS's warp-specialized test
+(bench/pipelines/), with the partial-order reduction and without it."""
+
+
+def clusters(timeout: float, max_states: int, unreduced: bool) -> None:
+    """Each cluster row with the partial-order reduction (`por`) and without it (`old`), each
+    search bounded by `timeout` and `max_states`; the whole answer (traces included) timed, in
+    wall-clock and CPU seconds (`states/s` per CPU second: the shared cores of the development
+    machine run at loads of 10-20)."""
+    from app.check.service import check_config
+    from app.scenarios import from_source
+
+    pipelines = Path(__file__).resolve().parent / "pipelines"
+    print(f"cluster rows (python {sys.version.split()[0]}); limits {max_states:,} states, "
+          f"{timeout:g} s; * = a limit stopped the search")
+    header = (f"{'configuration':<44} {'mode':<4} {'verdict':<9} {'states':>9} "
+              f"{'por states':>10} {'answer s':>8} {'cpu s':>7} {'states/s':>9}")
+    print(header)
+    print("-" * len(header))
+    limits = Limits(max_states=max_states, timeout_s=timeout)
+    for name, params, bugs in CLUSTER_ROWS:
+        if name.startswith("ws_"):
+            scenario = from_source((pipelines / f"{name}.pipe").read_text())
+        else:
+            scenario = get(name)
+        for mode in ("por", "old") if unreduced else ("por",):
+            start, cpu = time.perf_counter(), time.process_time()
+            cfg = scenario.resolve(params, bugs)
+            answer = check_config(scenario, cfg, limits, por=mode == "por")
+            took, cpu = time.perf_counter() - start, time.process_time() - cpu
+            star = "" if answer["complete"] or answer["stopped_by"] is None else "*"
+            what = (f"{name} " + " ".join(f"{k[0].upper()}{v}" for k, v in params.items())
+                    + (f" {','.join(bugs)}" if bugs else ""))
+            por_states = answer.get("persistent_states")
+            print(f"{what:<44} {mode:<4} {answer['verdict'] + star:<9} "
+                  f"{answer['states_explored']:>9,} "
+                  f"{por_states if por_states is not None else '-':>10} {took:>8.2f} "
+                  f"{cpu:>7.2f} {answer['states_explored'] / max(cpu, 1e-9):>9,.0f}",
+                  flush=True)
 
 
 def spin(stages: int, tiles: int, consumers: int, bug: str | None) -> dict | None:
@@ -400,10 +457,17 @@ def main() -> None:
                         help="--suite: seconds a row may take on either side")
     parser.add_argument("--budget", type=float, default=1800.0,
                         help="--suite: seconds for the whole run (later rows are skipped)")
+    parser.add_argument("--clusters", action="store_true",
+                        help="the cluster rows (cluster_multicast, CUTLASS's WS test), with the "
+                             "partial-order reduction; with --unreduced also without it")
+    parser.add_argument("--max-states", type=int, default=2_000_000)
     args = parser.parse_args()
     if args.suite:
         use = not args.no_spin and bool(shutil.which("spin") and shutil.which("gcc"))
         suite(args.suite, args.cap_states, args.cap_s, args.budget, use)
+        return
+    if args.clusters:
+        clusters(args.timeout, args.max_states, args.unreduced)
         return
     if args.poll:
         poll(args.repeat)

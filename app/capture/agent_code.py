@@ -5,11 +5,38 @@ from __future__ import annotations
 
 import re
 
-from app.sim.program import SINK, Assign, Branch, Expr, Jump, Line, Program, Ref
-from app.sim.smem import TILE_SPAN
+from app.sim.core import TILE_SPAN
+from app.sim.program import (
+    SINK,
+    WAIT_BLOCKS,
+    WAIT_MAY_FAIL,
+    Assign,
+    Branch,
+    Expr,
+    Jump,
+    Line,
+    Program,
+    Ref,
+)
 
 from .cexpr import c_expr
-from .kernel_layout import ERROR_OPERAND_RANGE, ERROR_OUT_OF_BOUNDS, CodegenError, Layout
+from .kernel_layout import (
+    ERROR_OPERAND_RANGE,
+    ERROR_OUT_OF_BOUNDS,
+    NAMED_BARRIER_EXIT,
+    CodegenError,
+    Layout,
+)
+
+THREAD_REWRITES = (("c.lane == 0", "true"), ("__all_sync(FULL_MASK, ok)", "ok"),
+                   ("__shfl_sync(FULL_MASK, token, 0)", "token"), ("write_tile(", "write_tile_1("),
+                   ("check_tile(", "check_tile_1("))
+
+
+def _one_thread(line: str) -> str:
+    for old, new in THREAD_REWRITES:
+        line = line.replace(old, new)
+    return line
 
 
 def cname(name: str) -> str:
@@ -28,6 +55,11 @@ class AgentWriter:
         self.regs = {i + 1: n for i, n in enumerate(names)}
         self.tokens: set[int] = set()
         self.out: list[str] = []
+        self.thread = self.agent.lanes > 1
+        """A lane of `lanes N`: one thread runs the agent, and issues what lane 0 issues for a
+        whole warp (`_one_thread` rewrites the warp's collectives away)."""
+        self.mask = f"{(1 << self.agent.lanes) - 1:#x}" if self.thread else "0xffffffff"
+        """The membermask of the modelled lanes (the warp's other lanes exit at once)."""
 
     def reg(self, i: int) -> str:
         return self.regs[i]
@@ -45,15 +77,20 @@ class AgentWriter:
         the one named (the engine's `Ref.base` is then CTA 0's)."""
         if ref.cta is None:
             return ref.base
-        if ref.cta.const is None:
-            raise CodegenError(f"`mapa({ref.array}, {ref.cta.text})`: the generator needs the "
-                               "CTA as a constant")
         return ref.base + ref.cta.const * ref.size
 
     def index(self, ref: Ref, var: str) -> None:
-        """`var` = the flat index (within its kind) of `ref`'s element, bounds-checked."""
-        base = self.base(ref)
-        if ref.index.const is not None:
+        """`var` = the flat index (within its kind) of `ref`'s element, bounds-checked (and
+        for `mapa` to a CTA a register names, the CTA too)."""
+        if ref.cta is not None and ref.cta.const is None:
+            self.emit(f"const i64 {var}_c = {self.expr(ref.cta)};  // mapa's CTA "
+                      f"{ref.cta.text}", 2)
+            self.emit(f"if ({var}_c < 0 || {var}_c >= {ref.ctas}) {{ err_code = "
+                      f"{ERROR_OUT_OF_BOUNDS}; err_value = {var}_c; goto error; }}", 2)
+            base = f"{ref.base} + (u32){var}_c * {ref.size}"
+        else:
+            base = self.base(ref)
+        if ref.index.const is not None and isinstance(base, int):
             self.emit(f"const u32 {var} = {base + ref.index.const};  // {ref.array}"
                       f"[{ref.index.text}]", 2)
             return
@@ -150,11 +187,98 @@ class AgentWriter:
         self.emit("if (c.lane == 0) {", 2)
         self.emit("pre = stamp();", 3)
         self.emit(f"mbar_init({addr}, count);", 3)
-        self.emit("mbar_init_fence();", 3)
+        if self.fences_itself():
+            self.emit('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the '
+                      "program spells its own fence.mbarrier_init", 3)
+        else:
+            self.emit("mbar_init_fence();", 3)
         self.emit("post = stamp();", 3)
         self.emit("}", 2)
         self.emit("__syncwarp();", 2)
         self._log("init", "0", "b", "count")
+
+    def fences_itself(self) -> bool:
+        """Whether the program orders its inits with its own cluster barrier lines: then the
+        kernel adds no `fence.mbarrier_init` (it must never be safer than its program)."""
+        return any(getattr(n, "kind", None) in ("mbarrier_init_fence", "cluster_arrive")
+                   for agent in self.program.agents for n in agent.nodes)
+
+    # ------------------------------------------------- named barriers, warp, cluster barrier
+
+    def _named(self, a, word: str) -> None:
+        """`bar{.cta}.sync` / `barrier{.cta}.arrive{.aligned}` as spelled, by every lane of the
+        warp (an agent's arrival counts its 32 threads, as in the engine)."""
+        bar_id, count = a
+        if count is None:
+            raise CodegenError(f"`{self.node.op}` without a thread count: the kernel holds a "
+                               "warp that is done at its end, so a barrier of every thread would "
+                               "wait for warps the program let exit")
+        if bar_id.const is not None and not 0 <= bar_id.const < NAMED_BARRIER_EXIT:
+            raise CodegenError(f"`{self.node.op}` on barrier {bar_id.const}: the kernel ends on "
+                               f"barrier {NAMED_BARRIER_EXIT}; use 0..{NAMED_BARRIER_EXIT - 1}")
+        self.emit(f"const i64 id = {self.expr(bar_id)};", 2)
+        self.emit(f"const i64 n = {self.expr(count)};", 2)
+        self.emit(f"if (id < 0 || id >= {NAMED_BARRIER_EXIT} || n <= 0 || n > 1024 || n % 32) "
+                  f"{{ err_code = {ERROR_OPERAND_RANGE}; err_value = id; goto error; }}", 2)
+        self.emit("const u64 pre = stamp();", 2)
+        op = self.node.op
+        if self.thread:  # lanes reach it one by one: the form without `.aligned`
+            op = op.replace("bar.", "barrier.", 1).replace(".aligned", "")
+        self.emit(f'asm volatile("{op} %0, %1;" :: "r"((u32)id), "r"((u32)n) : "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self._log(word, "0", "(u64)id", "(u64)n")
+
+    def _bar_sync(self, a) -> None:
+        self._named(a, "bar_sync")
+
+    def _bar_arrive(self, a) -> None:
+        self._named(a, "bar_arrive")
+
+    def _elect(self, a) -> None:
+        """`elect.sync d|p` by the whole warp; the agent is its elected thread, so every lane
+        takes lane 0's answer (the engine's: d = 0, p = 1)."""
+        dest, pred, _mask = a
+        self.emit("u32 d = 0, p = 0;", 2)
+        self.emit("const u64 pre = stamp();", 2)
+        self.emit(f'asm volatile("{{\\n\\t.reg .pred P;\\n\\telect.sync %0|P, {self.mask};'
+                  '\\n\\tselp.u32 %1, 1, 0, P;\\n\\t}" : "=r"(d), "=r"(p) :: "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        if self.thread:  # each lane its own answer, as the engine's lanes
+            self.emit("const u32 leader = d, elected = p;", 2)
+        else:
+            self.emit("const u32 leader = __shfl_sync(FULL_MASK, d, 0);", 2)
+            self.emit("const u32 elected = __shfl_sync(FULL_MASK, p, 0);", 2)
+        self._log("elect", "0", "leader", "elected")
+        if dest != SINK:
+            self.emit(f"{self.reg(dest)} = leader;", 2)
+        if pred != SINK:
+            self.emit(f"{self.reg(pred)} = elected;", 2)
+
+    def _warp_sync(self, a) -> None:
+        self.emit("const u64 pre = stamp();", 2)
+        self.emit(f'asm volatile("bar.warp.sync {self.mask};" ::: "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self._log("warp_sync")
+
+    def _cluster(self, word: str) -> None:
+        self.emit("const u64 pre = stamp();", 2)
+        op = self.node.op.replace(".aligned", "") if self.thread else self.node.op
+        self.emit(f'asm volatile("{op};" ::: "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self._log(word)
+
+    def _cluster_arrive(self, a) -> None:
+        self._cluster("cluster_arrive")
+
+    def _cluster_wait(self, a) -> None:
+        self._cluster("cluster_wait")
+
+    def _mbarrier_init_fence(self, a) -> None:
+        self._cluster("mbarrier_init_fence")
+
+    def _setmaxnreg(self, a) -> None:
+        raise CodegenError(f"`{self.node.op}` is executed by a warpgroup; the generator runs "
+                           "each agent as one warp")
 
     def _arrive_like(self, a, kind: str, call: str) -> None:
         dest, bar, count = a
@@ -166,7 +290,8 @@ class AgentWriter:
             if dest != SINK or kind == "arrive_drop":
                 raise CodegenError(f"`{self.node.op}` through the cluster window: PTX allows "
                                    "no state there (write `_`), and no arrive_drop")
-            self.emit(f"const u32 where = mapa_u32({addr}, bar_cta(b));", 2)
+            rank = "bar_cta(b)" if self.lay.cluster > 1 else "0"  # no cluster: a cluster of 1
+            self.emit(f"const u32 where = mapa_u32({addr}, {rank});", 2)
             self._lane0([f"{call}_cluster{'' if count is None else '_n'}(where, v);"])
             self.emit("__syncwarp();", 2)
             self._log(kind, "1", "b", "v")  # detail 1: a remote arrive, no token
@@ -210,14 +335,17 @@ class AgentWriter:
         self._log("complete_tx", "0", "b", "v")
 
     def _wait_parity(self, a) -> None:
-        dest, bar, parity, blocking = a
+        dest, bar, parity, blocking, hint = a
         addr = self.barrier(bar)
         self.emit(f"const i64 parity = {self.expr(parity)};", 2)
         self.emit(f"if (parity != 0 && parity != 1) {{ err_code = {ERROR_OPERAND_RANGE}; "
                   "err_value = parity; goto error; }", 2)
         self.emit("u32 tries = 1;", 2)
         self.emit("const u64 pre = stamp();", 2)
-        if blocking:
+        if blocking == WAIT_MAY_FAIL:
+            self.emit("// one try: the program branches on the answer (PTX's time limit)", 2)
+            self.emit(f"u32 ok = {self._one_try(addr, '(u32)parity', hint, parity=True)};", 2)
+        elif blocking:
             self.emit("// every lane waits (each gets the acquire); the warp agrees on the "
                       "answer", 2)
             self.emit(f"u32 ok = bounded_wait_parity({addr}, (u32)parity, c.deadline, &tries);",
@@ -226,30 +354,45 @@ class AgentWriter:
             self.emit(f"u32 ok = mbar_test_wait_parity({addr}, (u32)parity);", 2)
         self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
         self.emit("const u64 post = stamp();", 2)
-        self._log("wait_parity", "0", "b", "(u64)parity", "ok", "tries", str(int(blocking)))
+        self._log("wait_parity", "0", "b", "(u64)parity", "ok", "tries",
+                  str(int(blocking == WAIT_BLOCKS)))
         if dest != SINK:
             self.emit(f"{self.reg(dest)} = ok;", 2)
-        if blocking:
+        if blocking == WAIT_BLOCKS:
             self.emit("if (!ok) goto timed_out;", 2)
 
     def _wait_token(self, a) -> None:
-        dest, bar, token, blocking = a
+        dest, bar, token, blocking, hint = a
         addr = self.barrier(bar)
         tok = f"tok_{self.reg(token)}"
         self.tokens.add(token)
         self.emit("u32 tries = 1;", 2)
         self.emit("const u64 pre = stamp();", 2)
-        if blocking:
+        if blocking == WAIT_MAY_FAIL:
+            self.emit(f"u32 ok = {self._one_try(addr, tok, hint, parity=False)};", 2)
+        elif blocking:
             self.emit(f"u32 ok = bounded_wait_token({addr}, {tok}, c.deadline, &tries);", 2)
         else:
             self.emit(f"u32 ok = mbar_test_wait_token({addr}, {tok});", 2)
         self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
         self.emit("const u64 post = stamp();", 2)
-        self._log("wait_token", "0", "b", tok, "ok", "tries", str(int(blocking)))
+        self._log("wait_token", "0", "b", tok, "ok", "tries", str(int(blocking == WAIT_BLOCKS)))
         if dest != SINK:
             self.emit(f"{self.reg(dest)} = ok;", 2)
-        if blocking:
+        if blocking == WAIT_BLOCKS:
             self.emit("if (!ok) goto timed_out;", 2)
+
+    def _one_try(self, addr: str, operand: str, hint, parity: bool) -> str:
+        """One `mbarrier.try_wait` with the program's `suspendTimeHint`, if it gave one."""
+        kind = ".parity" if parity else ""
+        reg = '"r"' if parity else '"l"'
+        extra, ins = "", ""
+        if hint is not None:
+            extra, ins = ", %3", f', "r"((u32)({self.expr(hint)}))'
+        return (f'[&] {{ u32 ok; asm volatile("{{\\n\\t.reg .pred p;\\n\\t'
+                f'mbarrier.try_wait{kind}.shared::cta.b64 p, [%1], %2{extra};\\n\\t'
+                f'selp.u32 %0, 1, 0, p;\\n\\t}}" : "=r"(ok) : "r"({addr}), {reg}({operand})'
+                f'{ins} : "memory"); return ok; }}()')
 
     def _inval(self, a) -> None:
         (bar,) = a
@@ -400,8 +543,11 @@ class AgentWriter:
         for i in sorted(self.tokens):
             decls.append(f"    u64 tok_{self.reg(i)} = 0;  // state token of "
                          f"{agent.registers[i - 1]}")
-        decls += ["    u32 lines = 0, bad_reads = 0, status = 0;",
-                  "    u64 err_code = 0;", "    i64 err_value = 0;",
+        errors = any("goto error" in line for line in body)
+        decls += ["    u32 lines = 0, bad_reads = 0, status = 0;"]
+        if errors:
+            decls += ["    u64 err_code = 0;", "    i64 err_value = 0;"]
+        decls += [
                   "    // the start record: the CTA's rank, and its clocks at the cluster barriers",
                   "    if (c.lane == 0) log_put(L, clock_now(), globaltimer_now(), K_START, "
                   f"{self.slot}, 0, c.rank, c.sync[0], c.sync[1], c.sync[2], c.sync[3], 0);",
@@ -413,11 +559,13 @@ class AgentWriter:
             tail += ["timed_out:",
                      "    status = 1;  // a wait gave up: the kernel's view of a deadlock",
                      "    goto end;"]
-        tail += ["error:",
-                "    status = 2;  // an operand out of range (the engine's undefined_behavior)",
-                "    if (c.lane == 0) log_put(L, clock_now(), 0, K_ERROR, "
-                f"{self.slot}, 0, 0, err_code, (u64)err_value, 0, 0, 0);",
-                "end:",
+        if errors:
+            tail += ["error:",
+                     "    status = 2;  // an operand out of range (the engine's "
+                     "undefined_behavior)",
+                     "    if (c.lane == 0) log_put(L, clock_now(), 0, K_ERROR, "
+                     f"{self.slot}, 0, 0, err_code, (u64)err_value, 0, 0, 0);"]
+        tail += ["end:",
                 "    if (c.lane == 0) {",
                 "        // the CTA's shared memory must outlive this agent's bulk stores",
                 '        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");',
@@ -429,7 +577,9 @@ class AgentWriter:
                 "        sm[0] = lines; sm[1] = bad_reads; sm[2] = status; sm[3] = 1;",
                 "    }",
                 "}"]
-        return head + decls + body + tail
+        out = head + decls + body + tail
+        return [_one_thread(line) for line in out if line.strip() != "__syncwarp();"] \
+            if self.thread else out
 
     @staticmethod
     def _label(target: int, end: int) -> str:

@@ -67,8 +67,16 @@ def _emit(node, reg) -> str:
     if isinstance(node, ast.BoolOp):
         op = " && " if isinstance(node.op, ast.And) else " || "
         return "(" + op.join(_emit(v, reg) for v in node.values) + ")"
+    if isinstance(node, ast.IfExp):
+        return (f"({_emit(node.test, reg)} ? {_emit(node.body, reg)} : "
+                f"{_emit(node.orelse, reg)})")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name, args = node.func.id, node.args
+        if name == "_uint" and len(args) == 1:  # the engine stops a run on a count out of
+            return _emit(args[0], reg)         # range; the kernel goes on (as pl_div does)
+        if name in ("min", "max") and len(args) == 2:
+            a, b = _emit(args[0], reg), _emit(args[1], reg)  # no side effects: each read twice
+            return f"({a} {'<' if name == 'min' else '>'} {b} ? {a} : {b})"
         if name in ("int", "bool") and len(args) == 1:
             inner = _emit(args[0], reg)
             # app.lang wraps comparisons, `!` and `&&`/`||` in int(...): C's give 0 or 1 already

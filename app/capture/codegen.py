@@ -31,15 +31,18 @@ from .kernel_layout import (  # noqa: F401 - the names other modules import from
     KIND_CODE,
     KIND_NAME,
     KINDS,
+    NAMED_BARRIER_EXIT,
     POISON,
     RECORD_WORDS,
     SMEM_LIMIT,
     STAGE_RECORDS,
     SUMMARY_WORDS,
+    SYNC_KINDS,
     CodegenError,
     Layout,
     check,
     layout,
+    warps_of,
 )
 from .kernel_text import EXIT_AS_PROGRAM, EXIT_ONE_CTA, KERNEL, PRELUDE
 
@@ -72,6 +75,9 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
                    f"{lay.tensor_offsets[t]} (tile numbers {lay.tensor_tiles[t]}.."
                    f"{lay.tensor_tiles[t] + elements - 1})")
     out.append("")
+    used = {getattr(n, "kind", None) for agent in program.agents for n in agent.nodes}
+    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS
+               if name in used)
     out.append(f"#define N_AGENTS {len(program.agents)}")
     out.append(f"#define GMEM_CTA_BYTES {lay.gmem_cta_bytes}ull")
     out.append(f"#define TILES_PER_CTA {lay.tiles_per_cta}u")
@@ -135,22 +141,97 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
         agents.extend(AgentWriter(program, lay, slot).write())
         agents.append("")
     out.extend(agents)
-    out.append(KERNEL % {"inits": _inits(program, lay),
-                         "exit": EXIT_ONE_CTA if lay.cluster == 1 or exit_sync
-                         else EXIT_AS_PROGRAM,
+    ending = EXIT_ONE_CTA if lay.cluster == 1 or exit_sync else EXIT_AS_PROGRAM
+    lanes = any(a.lanes > 1 for a in program.agents)
+    if lanes or any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
+                    for agent in program.agents for n in agent.nodes):
+        ending = ending.replace("__syncthreads();", (
+            f'asm volatile("barrier.sync {NAMED_BARRIER_EXIT};" ::: "memory");  // the program '
+            "may use the other named barriers, and lanes reach it one by one"))
+    kernel = KERNEL % {"inits": _inits(program, lay),
+                         "exit": ending,
                          "stage_words": sum(s.bytes for s in program.stages) // 4,
                          "stage_first": lay.stage_offsets[0] if lay.stage_offsets else 0,
                          "stage_end": lay.staging_offset,
                          "dispatch": "\n".join(f"    case {i}: agent_{i}(c, L, summary); break;"
-                                               for i in range(len(program.agents)))})
+                                               for i in range(len(program.agents)))}
+    if lanes:
+        out.extend(_lane_helpers(program))
+        kernel = _with_lanes(kernel)
+    out.append(kernel)
     return "\n".join(out) + "\n"
+
+
+def _lane_helpers(program: Program) -> list[str]:
+    """Where an agent runs as lanes (`lanes N`), each lane is one agent of the program: a warp
+    maps its lanes to agents (the lanes the program does not model exit at once), and a lane
+    writes and checks a stage's words alone."""
+    out = ["// ------------------------------------------------------------------ lanes", "",
+           f"#define WARPS_PER_CTA {len(warps_of(program))}",
+           "// The agent (local to its CTA) that lane `lane` of warp `warp` runs, or none.",
+           "__device__ __forceinline__ u32 warp_slot(u32 warp, u32 lane) {",
+           "    switch (warp) {"]
+    for w, movers in enumerate(warps_of(program)):
+        if program.agents[movers[0]].lanes == 1:  # a whole-warp agent: every lane runs it
+            out.append(f"    case {w}: return {movers[0]}u;")
+        else:
+            out.append(f"    case {w}: return lane < {len(movers)}u ? {movers[0]}u + lane : "
+                       "0xFFFFFFFFu;")
+    out += ["    default: return 0xFFFFFFFFu;", "    }", "}", "",
+            "__device__ __forceinline__ Check check_tile_1(const u32* p, u32 words, "
+            "u32 chunk_words, u32 tile, u32 first, u32 cta_base) {",
+            "    u32 chunks = words / chunk_words;",
+            "    u64 bad_chunks = 0, stale = 0, never = 0;",
+            "    u32 bad = 0;",
+            "    u32 want_tag = (cta_base + tile) & 0xFFFFu;",
+            "    for (u32 w = 0; w < words; w++) {",
+            "        u32 v = ((volatile const u32*)p)[w];",
+            "        if (v == ((want_tag << 16) | (w & 0xFFFFu))) continue;",
+            "        bad++;",
+            "        u64 bit = 1ull << (w / chunk_words);",
+            "        bad_chunks |= bit;",
+            "        if (v == POISON) { never |= bit; continue; }",
+            "        u32 t = ((v >> 16) - cta_base) & 0xFFFFu;",
+            "        if (t >= first && t < tile) stale |= bit;",
+            "    }",
+            "    Check c;",
+            "    u64 all = chunks >= 64 ? ~0ull : ((1ull << chunks) - 1);",
+            "    c.ok = all & ~bad_chunks;",
+            "    c.stale = stale;",
+            "    c.never = never;",
+            "    c.bad = bad;",
+            "    return c;",
+            "}", "",
+            "__device__ __forceinline__ void write_tile_1(u32* p, u32 words, u32 tile, "
+            "u32 cta_base) {",
+            "    u32 tag = (cta_base + tile) & 0xFFFFu;",
+            "    for (u32 w = 0; w < words; w++) p[w] = (tag << 16) | (w & 0xFFFFu);",
+            "}", ""]
+    return out
+
+
+LANE_KERNEL = (
+    ("__launch_bounds__(32 * AGENTS_PER_CTA, 1)", "__launch_bounds__(32 * WARPS_PER_CTA, 1)"),
+    ("    const u32 slot = c.rank * AGENTS_PER_CTA + warp;",
+     "    const u32 local = warp_slot(warp, threadIdx.x & 31);\n"
+     "    if (local == 0xFFFFFFFFu) return;  // a lane the program does not model\n"
+     "    const u32 slot = c.rank * AGENTS_PER_CTA + local;"),
+    ("(u64)warp * STAGE_RECORDS * RECORD_WORDS", "(u64)local * STAGE_RECORDS * RECORD_WORDS"),
+)
+
+
+def _with_lanes(kernel: str) -> str:
+    for old, new in LANE_KERNEL:
+        if kernel.count(old) != 1:
+            raise AssertionError(f"the kernel template changed: {old!r}")
+        kernel = kernel.replace(old, new)
+    return kernel
 
 
 def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1) -> str:
     """The device helpers and PTX wrappers every kernel starts with (also the hand-written
     bandwidth reference's and the probes')."""
-    kind_defines = "\n".join(f"#define K_{name.upper()} {code}" for name, code in
-                             KIND_CODE.items())
+    kind_defines = "\n".join(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in KINDS)
     return PRELUDE % {"stage_records": STAGE_RECORDS, "kind_defines": kind_defines,
                       "logging": int(logging), "cluster": cluster,
                       "agents_per_cta": agents_per_cta}

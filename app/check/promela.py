@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from app.sim.barrier import COUNT_LIMIT, TX_LIMIT
 from app.sim.config import PipelineConfig
+from app.sim.core import NO_TILE, TILE_SPAN, W_ASYNC, W_GENERIC, W_GENERIC_FENCED
 from app.sim.machine import Machine
-from app.sim.program import SINK, TC_FENCED, Branch, Jump, Line, Ref
-from app.sim.smem import NO_TILE, TILE_SPAN, W_ASYNC, W_GENERIC, W_GENERIC_FENCED
+from app.sim.program import SINK, TC_FENCED, WAIT_BLOCKS, Branch, Jump, Line, Ref
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = 0, 1, 2, 3
 STATUS = {"running": RUNNING, "done": DONE, "deadlock": DEADLOCK, "undefined_behavior": UNDEFINED}
@@ -181,7 +181,11 @@ class Exporter:
                     self._refuse(agent, node)
         self.na, self.nb, self.ns = m.n_agents, m.n_bars, m.n_stages
         self.nch = m.n_chunk_bits
-        self.kbits = m.n_chunk_bits + self.nb
+        self.kbits = m.n_chunk_bits + 2 * self.nb
+        """Knowledge bits (app/sim/ordering.py): chunks, then per barrier its phase 0 begun,
+        then per barrier its last `mbarrier.init` known (`init_bit`)."""
+        self.stores_read = any(isinstance(n, Line) and n.kind == "store"
+                               for a in p.agents for n in a.nodes)
         self.wk = _words(self.kbits)
         self.wb = _words(self.nb)
         self.ws = _words(self.ns)
@@ -310,6 +314,7 @@ class Exporter:
             self.table("STAGE_CTA", [s.cta for s in stages]),
             self.table("RELEASABLE", [int(s.release is not None) for s in stages]),
             self.table("BAR_CTA", [b.cta for b in p.barriers]),
+            self.table("INIT_BY_LINE", [int(b.init_count is None) for b in p.barriers]),
             self.table("TOFF", self.toff),
             self.table("AGENT_CTA", [a.cta for a in p.agents]),
             f"#define DENSE(t) (((t) % {TILE_SPAN}) + TOFF((t) / {TILE_SPAN}))",
@@ -460,6 +465,22 @@ class Exporter:
             f"OWED[s * {self.nt} + i4] & ~(bits); i4++ :: else -> break od",
             "}",
             self._release_inline(),
+            # core.init_known: an access ordered after a program's own mbarrier.init
+            "inline init_known(a, b) {",
+            f"  if :: INIT_BY_LINE(b) && !(KN[a * {wk} + BITW({self.nch + nb} + b)] & "
+            f"BITM({self.nch + nb} + b)) ->",
+            f"    KN[a * {wk} + BITW({self.nch + nb} + b)] = KN[a * {wk} + BITW({self.nch + nb}"
+            f" + b)] | BITM({self.nch + nb} + b); DIAG(ORDERING_RACE)",
+            "  :: else -> skip fi",
+            "}",
+            # core.unread_by_store: a write over chunks [first, end) a store has not read
+            "inline unread_by_store(s, first, end) {",
+            "  i2 = 0; ok = 0;",
+            "  do :: i2 < NOPS && !ok -> if :: OP[i2 * 11] == 1 && OP[i2 * 11 + 2] == s && "
+            "!OP[i2 * 11 + 9] && OP[i2 * 11 + 4] < end && OP[i2 * 11 + 5] > first -> ok = 1; "
+            "DIAG(OVERWRITE) :: else -> skip fi; i2++",
+            "  :: else -> break od",
+            "}",
             # remote_access(from, to)
             "inline remote_access(from, to) {",
             "  if :: from != to && EXITED(to) -> DIAG(REMOTE_AFTER_EXIT); ST = 3"
@@ -531,6 +552,7 @@ class Exporter:
             f"        if :: t4 != OP[k * 11 + 1] && t4 >= 0 && {owed_old} != 0 && "
             "!(OP[k * 11 + 8] & 1) -> OP[k * 11 + 8] = OP[k * 11 + 8] | 1; DIAG(OVERWRITE)",
             "        :: else -> skip fi;",
+            *(["        unread_by_store(t2, t3, t3 + 1);"] if self.stores_read else []),
             f"        CH_tile[t5] = OP[k * 11 + 1]; CH_w[t5] = {W_ASYNC};",
             f"        CAR[t1 * {wk} + BITW(t5)] = CAR[t1 * {wk} + BITW(t5)] | BITM(t5);",
             "        if :: hold -> HELD[t1] = HELD[t1] + CHUNK_BYTES(t2)",
@@ -640,8 +662,8 @@ class Exporter:
 
     def _blocker(self, a: int, node: Line) -> str | None:
         if node.kind == "wait_parity":
-            dest, bar, parity, blocking = node.args
-            if not blocking:
+            dest, bar, parity, blocking, _hint = node.args
+            if blocking != WAIT_BLOCKS:
                 return None
             b = self._pure_index(a, bar)
             if b is None:
@@ -719,7 +741,10 @@ class Exporter:
                  f"OBS[{b}] = 1; LED[{b} * 3] = 0; LED[{b} * 3 + 1] = 0; LED[{b} * 3 + 2] = 0;",
                  f"forget_bit({self.nch} + {b});",
                  *[f"CAR[({side * max(self.nb, 1)} + {b}) * {self.wk} + {w}] = 0;"
-                   for side in range(4) for w in range(self.wk)])
+                   for side in range(4) for w in range(self.wk)],
+                 f"forget_bit({self.nch + self.nb} + {b});",
+                 f"KN[{a} * {self.wk} + BITW({self.nch + self.nb} + {b})] = KN[{a} * {self.wk} "
+                 f"+ BITW({self.nch + self.nb} + {b})] | BITM({self.nch + self.nb} + {b});")
 
     def _l_inval(self, code, a, node):
         (bar,) = node.args
@@ -737,6 +762,7 @@ class Exporter:
             code.add(f"{n} = {self.expr(code, a, count)};")
             code.ub(f"!(1 <= {n} && {n} <= {COUNT_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         self._arrival(code, a, b)
         code.add(f"release({a}, {b});", f"touch({a}, {b});",
                  f"order_release({a}, {b}, {self._order_flags(node)});")
@@ -760,6 +786,7 @@ class Exporter:
         code.add(f"{n} = {self.expr(code, a, nbytes)};")
         code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         code.ub(f"B_pend[{b}] < 1", "over_arrival")
         self._arrival(code, a, b)
         code.add(f"release({a}, {b});", f"touch({a}, {b});",
@@ -777,6 +804,7 @@ class Exporter:
         code.add(f"{n} = {self.expr(code, a, nbytes)};")
         code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         if self.program.cluster > 1:
             code.add(f"remote_access({self.program.agents[a].cta}, BAR_CTA({b}));",
                      f"if :: ST == {RUNNING} ->")
@@ -793,6 +821,7 @@ class Exporter:
         code.add(f"{n} = {self.expr(code, a, nbytes)};")
         code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         if self.program.cluster > 1:
             code.add(f"remote_access({self.program.agents[a].cta}, BAR_CTA({b}));",
                      f"if :: ST == {RUNNING} ->")
@@ -803,7 +832,7 @@ class Exporter:
                  f"if :: !found -> tx_check({b}) :: else -> skip fi;")
 
     def _l_wait_parity(self, code, a, node):
-        dest, bar, parity_fn, blocking = node.args
+        dest, bar, parity_fn, blocking, _hint = node.args
         b = self.index(code, a, bar)
         par = self.t()
         code.add(f"{par} = {self.expr(code, a, parity_fn)};")
@@ -812,7 +841,7 @@ class Exporter:
         nb = max(self.nb, 1)
         w = f"{a * nb} + {b}"
         okv = self.t()
-        code.add(f"{okv} = ((B_phase[{b}] & 1) != {par});")
+        code.add(f"{okv} = ((B_phase[{b}] & 1) != {par});", f"init_known({a}, {b});")
         if dest != SINK:
             code.add(f"{self.reg(a, dest)} = {okv};")
         kbit = f"{self.nch} + {b}"
@@ -873,6 +902,9 @@ class Exporter:
             for c in range(ctas):
                 targets.append((f"({stage} + {(c - own) * stage_size})",
                                 f"({b} + {(c - own) * bar_size})", f"(({mask} >> {c}) & 1)"))
+        for _, bb, cond in targets:
+            code.add(f"init_known({a}, {bb});" if cond is None else
+                     f"if :: {cond} -> init_known({a}, {bb}) :: else -> skip fi;")
         for s, bb, cond in targets:
             body = [f"issue(0, {tile}, {s}, {bb}, {first}, {end}, {a}, 0);",
                     f"i3 = {first}; do :: i3 < {end} -> forget_bit(CHUNK_BASE({s}) + i3); i3++"
@@ -967,6 +999,8 @@ class Exporter:
             code.add(f"remote_access({self.program.agents[a].cta}, STAGE_CTA({s}));",
                      f"if :: ST == {RUNNING} ->")
             code.open += 1
+        if self.stores_read:
+            code.add(f"unread_by_store({s}, 0, NCHUNKS({s}));")
         code.add(f"i3 = 0; do :: i3 < NCHUNKS({s}) -> CH_tile[CHUNK_BASE({s}) + i3] = {tile};"
                  f" CH_w[CHUNK_BASE({s}) + i3] = {W_GENERIC};",
                  f"  forget_bit(CHUNK_BASE({s}) + i3); KN[{a} * {self.wk} + "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from threading import Event
 
 from app.core.config import settings
@@ -84,13 +85,13 @@ def scenario_for(scenario_id: str) -> Scenario:
 
 def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
                  progress: Callable[[Progress], None] | None = None,
-                 cancel: Event | None = None, reduce: bool = True) -> dict:
+                 cancel: Event | None = None, reduce: bool = True, por: bool = True) -> dict:
     """Explore `cfg` and build the answer, traces included; `InternalError` if a consistency
     check fails on the way."""
     start = time.perf_counter()
     describe = scenario.describe(cfg)
     try:
-        explorer = Explorer(cfg, reduce)
+        explorer = Explorer(cfg, reduce, por)
         out = explorer.explore(limits, progress, cancel)
         if explorer.guard is not None:  # the rebuild's closures get a little time of their own
             explorer.guard = CloseGuard(explorer.guard.budget.extended(POST_SEARCH_S),
@@ -110,6 +111,8 @@ def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
         "states_explored": out.states,
         "elapsed_s": round(time.perf_counter() - start, 4),
         "transitions": out.transitions,
+        "persistent_states": out.persistent_states,
+        "workers": 1,
         "depth": out.depth - 1,
         "stopped_by": out.stopped_by,
         "complete": out.complete,
@@ -210,6 +213,31 @@ def check_source_job(source: str, params: dict, bugs, limits: Limits,
 
     scenario = from_source(source)
     return check_job(scenario, scenario.resolve(params, bugs), limits, report, cancel)
+
+
+CHECK_GRACE_S = 1.0
+"""What a check may take past its `timeout_s`: its counterexamples' rebuild and its answer's
+encoding (the search itself stops at `timeout_s`)."""
+QUEUE_SLACK_S = 0.3
+
+
+def check_within(until: float, fn: Callable, *rest):
+    """`fn(*args, limits, report, cancel)` with the time left before `until` (wall clock) as its
+    `timeout_s`, minus the grace: a check that waited for a worker still ends by its deadline.
+    A wait of under `QUEUE_SLACK_S` keeps the asked limit: the grace covers it. The answer's
+    `limits` are the ones asked for either way (the message says what stopped the search)."""
+    *args, asked, report, cancel = rest
+    left = until - CHECK_GRACE_S - time.time()
+    if left >= asked.timeout_s - QUEUE_SLACK_S:
+        return fn(*args, asked, report, cancel)
+    limits = replace(asked, timeout_s=max(left, 0.01))
+    text = fn(*args, limits, report, cancel)
+    ran = json.dumps({"limits": {"max_states": limits.max_states,
+                                 "timeout_s": limits.timeout_s}}, separators=(",", ":"))[1:-1]
+    given = json.dumps({"limits": {"max_states": asked.max_states,
+                                   "timeout_s": asked.timeout_s}}, separators=(",", ":"))[1:-1]
+    at = text.rfind(ran)
+    return text if at < 0 else text[:at] + given + text[at + len(ran):]
 
 
 def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,

@@ -9,7 +9,8 @@ TOKEN_WORDS = {
     "LBRACE": "`{`", "RBRACE": "`}`", "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`",
     "RSQB": "`]`", "EQUAL": "`=`", "DOT": "`.`", "ASSIGN_OP": "`+=` or similar",
     "ADDOP": "`+` or `-`", "MULOP": "`*`, `/` or `%`", "RELOP": "a comparison", "LESSTHAN": "`<`",
-    "MORETHAN": "`>`", "IN": "`in`", "BYTES": "`bytes`", "CHUNK": "`chunk`", "WITH": "`with`",
+    "MORETHAN": "`>`", "COLON": "`:`", "QMARK": "`?`", "IN": "`in`", "BYTES": "`bytes`",
+    "CHUNK": "`chunk`", "WITH": "`with`",
     "$END": "the end of the file",
 }
 

@@ -9,13 +9,15 @@ import difflib
 from app.sim.program import Expr, function
 
 from .errors import PipelineError
-from .syntax import BinOp, Ctor, Field, Index, Name, Num, UnOp
+from .syntax import BinOp, Cond, Ctor, Field, Func, Index, Name, Num, UnOp
 
 INT_LIMIT = 2**62
 STATE_FIELDS = ("index", "phase", "count")
 
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
+FUNCTIONS = ("min", "max")
+"""The functions an expression may call (C's `min`/`max` of two integers, as CUDA has them)."""
 
 
 class Scope:
@@ -28,6 +30,10 @@ class Scope:
         self.registers: dict[str, int] = {}
         self.states: dict[str, int] = {}
         """PipelineState register name -> its stage count."""
+        self.dead = 0
+        """Above 0 while compiling code that never runs (the side of a constant `?:` or `if`
+        not taken): what would only fail if it ran (a constant division by zero, `mapa` to a
+        CTA the cluster lacks) is left to run time, where it never happens."""
 
     def known(self) -> list[str]:
         return [*self.constants, *self.registers, *self.states, *self.arrays]
@@ -35,6 +41,9 @@ class Scope:
     def unknown(self, name: str, pos) -> PipelineError:
         close = difflib.get_close_matches(name, self.known(), n=1)
         hint = f"did you mean `{close[0]}`?" if close else None
+        if name == "%laneid":
+            hint = ("each lane of an agent declared `lanes N` has its own `%laneid`; an agent "
+                    "without lanes is a whole warp")
         return PipelineError(f"`{name}` is not declared here", pos.line, pos.column, hint=hint)
 
 
@@ -52,6 +61,10 @@ def text_of(node) -> str:
         return f"{_paren(node.left)} {node.op} {_paren(node.right)}"
     if isinstance(node, UnOp):
         return f"{node.op}{_paren(node.operand)}"
+    if isinstance(node, Cond):
+        return f"{_paren(node.test)} ? {_paren(node.then)} : {_paren(node.orelse)}"
+    if isinstance(node, Func):
+        return f"{node.name}({', '.join(text_of(a) for a in node.args)})"
     if isinstance(node, Ctor):
         return f"{node.name}()"
     return "?"
@@ -59,7 +72,7 @@ def text_of(node) -> str:
 
 def _paren(node) -> str:
     text = text_of(node)
-    return f"({text})" if isinstance(node, BinOp) else text
+    return f"({text})" if isinstance(node, (BinOp, Cond)) else text
 
 
 def compile_expr(node, scope: Scope) -> Expr:
@@ -98,7 +111,11 @@ def compile_expr(node, scope: Scope) -> Expr:
         inner = compile_expr(node.operand, scope)
         code = {"-": f"(-{inner.code})", "+": inner.code, "!": f"int(not {inner.code})",
                 "~": f"(~{inner.code})"}[node.op]
-        return _fold(Expr(text, code, None), inner.const is not None, node.pos)
+        return _fold(Expr(text, code, None), inner.const is not None, node.pos, scope)
+    if isinstance(node, Cond):
+        return _cond(node, scope, text)
+    if isinstance(node, Func):
+        return _func(node, scope, text)
     if isinstance(node, Index):
         raise PipelineError(f"`{text}` is an element of an array, not a number", node.pos.line,
                             node.pos.column, hint="write it as an operand in brackets: "
@@ -130,10 +147,42 @@ def _binop(node: BinOp, scope: Scope, text: str) -> Expr:
     else:
         raise PipelineError(f"unknown operator `{op}`", node.pos.line, node.pos.column)
     both = left.const is not None and right.const is not None
-    return _fold(Expr(text, code, None), both, node.pos)
+    return _fold(Expr(text, code, None), both, node.pos, scope)
 
 
-def _fold(expr: Expr, constant: bool, pos) -> Expr:
+def _cond(node: Cond, scope: Scope, text: str) -> Expr:
+    """C's `?:`: only the chosen side is evaluated (Python's `a if c else b` is as lazy)."""
+    test = compile_expr(node.test, scope)
+    if test.const is not None:
+        sides = [node.then, node.orelse] if test.const else [node.orelse, node.then]
+        chosen = compile_expr(sides[0], scope)
+        scope.dead += 1
+        try:
+            compile_expr(sides[1], scope)  # its names are still checked
+        finally:
+            scope.dead -= 1
+        return Expr(text, chosen.code, chosen.const)
+    then = compile_expr(node.then, scope)
+    orelse = compile_expr(node.orelse, scope)
+    return Expr(text, f"({then.code} if {test.code} else {orelse.code})", None)
+
+
+def _func(node: Func, scope: Scope, text: str) -> Expr:
+    if node.name not in FUNCTIONS:
+        hint = ("`mapa(object, cta)` is an address: write it in a `[...]` operand"
+                if node.name == "mapa" else None)
+        raise PipelineError(f"`{node.name}(...)` is not a function of expressions; they are "
+                            f"{' and '.join(FUNCTIONS)}", node.pos.line, node.pos.column,
+                            hint=hint)
+    if len(node.args) != 2:
+        raise PipelineError(f"`{node.name}` takes two numbers; got {len(node.args)}",
+                            node.pos.line, node.pos.column, hint=f"`{node.name}(a, b)`")
+    left, right = (compile_expr(a, scope) for a in node.args)
+    expr = Expr(text, f"{node.name}({left.code}, {right.code})", None)
+    return _fold(expr, left.const is not None and right.const is not None, node.pos, scope)
+
+
+def _fold(expr: Expr, constant: bool, pos, scope: Scope) -> Expr:
     if not constant:
         return expr
     from app.sim.program import ProgramError
@@ -141,6 +190,8 @@ def _fold(expr: Expr, constant: bool, pos) -> Expr:
     try:
         value = function(expr)(None)
     except ProgramError as err:
+        if scope.dead:
+            return expr
         raise PipelineError(f"`{expr.text}`: {err.message}", pos.line, pos.column) from None
     return _const(value, expr.text, pos)
 

@@ -4,11 +4,16 @@ The opcode is read against the instruction table (app/lang/opcodes.py: the forms
 app/sim registers), which fills `Line.sem` / `Line.scope` with PTX's defaults and `Line.flags`
 with the modelled modifiers; the operands are then read in the form's order by the reader of its
 line kind. The opcode stays in the trace as written. docs/language.md lists every form.
+
+A new instruction is lowered in three places: its opcode's head in `OPCODE` of pipeline.lark
+(if the head is new), its `Form` row in its family's `FAMILY.forms` in app/sim/families (which
+also registers the line handler of its kind), and its operand reader under that kind in its
+family's table below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own to `READERS`).
 """
 
 from __future__ import annotations
 
-from app.sim.program import SINK, Expr, Line, Ref
+from app.sim.program import SINK, WAIT_BLOCKS, WAIT_TEST, Expr, Line, Ref
 
 from . import opcodes
 from .errors import PipelineError
@@ -114,22 +119,31 @@ class Operands:
             if not decl.indexed:
                 raise self.error(f"`{name}` is not an array", node)
             index_expr = compile_expr(index, self.scope)
-            if index_expr.const is not None and not 0 <= index_expr.const < decl.size:
+            if (index_expr.const is not None and not 0 <= index_expr.const < decl.size
+                    and not self.scope.dead):
                 raise self.error(f"`{name}[{index_expr.const}]` is out of range: `{name}` has "
                                  f"{decl.size} element(s)", node)
-        if remote is not None and decl.ctas == 1:
-            raise self.error(f"`mapa`: `{name}` is not in shared memory of a cluster (declare "
-                             "`cluster N;`)", node)
         if remote is not None:
-            self._remote(node, kind)
+            self._remote(node, kind, name, decl, remote)
         own = self.scope.constants.get("cta", 0) if decl.ctas > 1 else 0
         if remote is not None:
             return Ref(name, decl.base, decl.size, index_expr, remote, decl.ctas), offset
         return Ref(name, decl.base + own * decl.size, decl.size, index_expr), offset
 
-    def _remote(self, node, kind: str) -> None:
+    def _remote(self, node, kind: str, name: str, decl, cta) -> None:
         """A `[mapa(object, cta)]` operand: an object in another CTA's shared memory (PTX's
-        `.shared::cluster` window), where the form allows one."""
+        `.shared::cluster` window), where the form allows one. A program without `cluster`
+        is a cluster of one CTA, where `mapa(object, 0)` is the object itself; a constant CTA
+        outside the cluster is refused where the line can run, and stops the run
+        (`out_of_bounds`) where it is computed."""
+        if kind not in ("barrier", "smem"):
+            raise self.error(f"`mapa`: `{name}` is a {kind}, not in shared memory", node)
+        if cta.const is not None and not 0 <= cta.const < decl.ctas and not self.scope.dead:
+            shape = self.scope.constants.get("cluster_size", decl.ctas)
+            raise self.error(f"`mapa({name}, {cta.const})`: the cluster has {shape} CTA(s), "
+                             f"ranks 0..{shape - 1}", node,
+                             hint="a line that never runs may name any CTA: guard it with a "
+                                  "constant test, like `if (cluster_size > 1) { ... }`")
         form = self.parsed.form
         if form.remote:
             noun = {"smem": "stage"}.get(kind, kind)
@@ -210,11 +224,11 @@ def _wait(parity: bool):
         dest = o.optional_dest()
         ref = o.ref("barrier")[0]
         third = o.value("the phase parity") if parity else _token(o)
+        hint = None
         if blocking and o.items:
-            raise o.error("the `suspendTimeHint` operand of `mbarrier.try_wait` is not modelled "
-                          "yet", o.items[0], hint="PTX 9.7.13.15.16: it bounds how long one "
-                                                  "try_wait may suspend; leave it out")
-        return (dest, ref, third, blocking)
+            hint = o.value("the `suspendTimeHint` (nanoseconds)")
+        # a try_wait whose answer the program branches on may also fail: agents.py decides
+        return (dest, ref, third, WAIT_BLOCKS if blocking else WAIT_TEST, hint)
     return read
 
 
@@ -279,7 +293,7 @@ def _st_global(o: Operands) -> tuple:
     return (ref,)
 
 
-READERS = {
+MBARRIER = {
     "init": lambda o: (o.ref("barrier")[0], o.value("the arrival count")),
     "inval": lambda o: (o.ref("barrier")[0],),
     "arrive": _arrive,
@@ -289,19 +303,102 @@ READERS = {
     "complete_tx": lambda o: (o.ref("barrier")[0], o.value("txCount")),
     "wait_parity": _wait(parity=True),
     "wait_token": _wait(parity=False),
+}
+"""app/sim/families/sync.py's kinds."""
+
+BULK_COPIES = {
     "load": _load,
     "store": _store,
     "commit_group": lambda o: (),
     "wait_group": _wait_group,
+}
+"""app/sim/families/copies.py's kinds."""
+
+SMEM = {
     "proxy_fence": lambda o: (),
     "ld_shared": lambda o: (o.dest(), o.ref("smem")[0], o.tile()),
     "st_shared": lambda o: (o.ref("smem")[0], o.tile()),
     "ld_global": lambda o: (o.dest(), o.ref("tensor")[0]),
     "st_global": _st_global,
+}
+"""app/sim/families/smem.py's kinds."""
+
+TENSOR_CORE = {
     "mma": lambda o: (o.ref("tmem")[0], o.ref("smem")[0], o.tile()),
     "tc_commit": lambda o: (o.ref("barrier")[0],),
     "tc_fence": lambda o: (),
     "tc_ld": lambda o: (o.dest(), o.ref("tmem")[0]),
     "tc_wait_ld": lambda o: (),
 }
+"""app/sim/families/tensor_core.py's kinds."""
+
+def _named_barrier(o: Operands) -> tuple:
+    """`a{, b}`: the barrier 0..15 and the thread count (required for `arrive`)."""
+    node = o.items[0] if o.items else None
+    bar_id = o.value("the barrier id `a` (0..15)")
+    if bar_id.const is not None and not 0 <= bar_id.const <= 15:
+        raise o.error(f"a CTA has named barriers 0..15; got {bar_id.const}", node,
+                      hint="PTX 9.7.13.1: \"Each CTA instance has sixteen barriers numbered "
+                           "0..15\"")
+    if not o.items and o.parsed.form.kind == "bar_arrive":
+        raise o.error(f"`{o.parsed.form.stem}` takes its thread count `b` (PTX 9.7.13.1: a "
+                      "non-zero thread count is required for `arrive`)")
+    node = o.items[0] if o.items else None
+    count = o.value("the thread count `b`") if o.items else None
+    if count is not None and count.const is not None and not (
+            0 < count.const <= 1024 and count.const % 32 == 0):
+        raise o.error(f"a thread count is a multiple of the warp size (32) up to 1024; got "
+                      f"{count.const}", node, hint="PTX 9.7.13.1: \"the value must be a "
+                                                   "multiple of warp size\"")
+    return (bar_id, count)
+
+
+NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}
+"""app/sim/families/named_barrier.py's kinds."""
+
+
+def _membermask(o: Operands) -> Expr:
+    """A warp's `membermask`: only every lane (0xffffffff) is modelled."""
+    node = o.items[0] if o.items else None
+    mask = o.value("the membermask")
+    if mask.const != 0xFFFFFFFF:
+        raise o.error("only the full membermask (0xffffffff) is modelled", node,
+                      hint="an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all "
+                           "take part")
+    return mask
+
+
+def _elect(o: Operands) -> tuple:
+    """`d|p, membermask`: the leader's laneid and the leader predicate (`_` drops either)."""
+    node = o.items.pop(0) if o.items else None
+    if not (isinstance(node, BinOp) and node.op == "|" and isinstance(node.left, Name)
+            and isinstance(node.right, Name)):
+        raise o.error("expected `d|p`: the leader's laneid and the leader predicate", node,
+                      hint="write `_|is_leader` to keep only the predicate (PTX 9.7.13.14)")
+    regs = o.scope.registers
+    return (regs.get(node.left.name, SINK), regs.get(node.right.name, SINK), _membermask(o))
+
+
+WARP = {"elect": _elect, "warp_sync": lambda o: (_membermask(o),)}
+"""app/sim/families/warp.py's kinds."""
+
+CLUSTER_BARRIER = {"cluster_arrive": lambda o: (), "cluster_wait": lambda o: (),
+                   "mbarrier_init_fence": lambda o: ()}
+"""app/sim/families/cluster_barrier.py's kinds."""
+
+def _setmaxnreg(o: Operands) -> tuple:
+    """`imm-reg-count`: an integer constant, 24..256, a multiple of 8 (PTX 9.7.19.5)."""
+    node = o.items[0] if o.items else None
+    n = o.value("the register count `imm-reg-count`")
+    if n.const is None or not 24 <= n.const <= 256 or n.const % 8:
+        raise o.error("`imm-reg-count` is an integer constant in 24..256, a multiple of 8 (PTX "
+                      "9.7.19.5)", node)
+    return (n, o.parsed.get("action") == "inc")
+
+
+SETMAXNREG = {"setmaxnreg": _setmaxnreg}
+"""app/sim/families/setmaxnreg.py's kind."""
+
+READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **NAMED_BARRIERS, **WARP,
+           **CLUSTER_BARRIER, **SETMAXNREG}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

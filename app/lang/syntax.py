@@ -67,6 +67,16 @@ class UnOp:
 
 
 @dataclass(frozen=True, slots=True)
+class Cond:
+    """C's `test ? then : orelse`."""
+
+    test: object
+    then: object
+    orelse: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class Ctor:
     name: str
     pos: Pos
@@ -82,8 +92,20 @@ class Func:
 
 
 @dataclass(frozen=True, slots=True)
+class Registers:
+    """`registers N;`: the per-thread registers every warp is launched with (`setmaxnreg`
+    moves them between warpgroups through the CTA's pool)."""
+
+    value: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
-    size: int
+    """`cluster X;` or `cluster X, Y;`: the cluster's shape in CTAs (expressions over
+    parameters)."""
+
+    dims: tuple
     pos: Pos
 
 
@@ -186,6 +208,10 @@ class Agent:
     dim: object
     body: tuple
     pos: Pos
+    warps: object = None
+    """`warps N`: the agent stands for N warps in lockstep (a warpgroup is `warps 4`)."""
+    lanes: object = None
+    """`lanes N`: lanes 0..N-1 of the agent's one warp run its code as N movers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +308,15 @@ class ToAst(Transformer):
         return Array("tmem", str(children[0]), None, pos=_pos(meta))
 
     def agent(self, meta, children):
-        name, dim, body = children
-        return Agent(str(name), dim, body, _pos(meta))
+        name, dim, *shape, body = children
+        shape = dict(shape)
+        return Agent(str(name), dim, body, _pos(meta), shape.get("warps"), shape.get("lanes"))
+
+    def warps(self, meta, children):
+        return ("warps", children[0])
+
+    def lanes(self, meta, children):
+        return ("lanes", children[0])
 
     def names(self, meta, children):
         return tuple(str(c) for c in children)
@@ -365,9 +398,17 @@ class ToAst(Transformer):
     def incr(self, meta, children):
         return Simple(children[0], "++", None, _pos(meta))
 
+    def decr(self, meta, children):
+        return Simple(children[0], "--", None, _pos(meta))
+
     def assign(self, meta, children):
         target, op, value = children
         return Simple(target, str(op), value, _pos(meta))
+
+    def method(self, meta, children):
+        """`s.advance(n)`: a PipelineState's method, an update like `++s`."""
+        name, method, value = children
+        return Simple((str(name), None), f".{method}", value, _pos(meta))
 
     def assign_plain(self, meta, children):
         target, value = children
@@ -376,6 +417,10 @@ class ToAst(Transformer):
     def binop(self, meta, children):
         left, op, right = children
         return BinOp(str(op), left, right, _pos(meta))
+
+    def ternary(self, meta, children):
+        test, then, orelse = children
+        return Cond(test, then, orelse, _pos(meta))
 
     def unop(self, meta, children):
         op, operand = children
@@ -402,7 +447,10 @@ class ToAst(Transformer):
         return Func(str(children[0]), tuple(children[1]), _pos(meta))
 
     def cluster(self, meta, children):
-        return Cluster(_int(children[0]), _pos(meta))
+        return Cluster(tuple(children), _pos(meta))
+
+    def registers(self, meta, children):
+        return Registers(children[0], _pos(meta))
 
 
 @cache

@@ -1,0 +1,499 @@
+"""The body of one agent: its registers, statements, loops and helper calls compiled to the
+engine's flat list of lines and control nodes (`app.sim.program`).
+
+An instruction statement becomes one `Line` through `instructions.build` (its operands are read
+by the reader of its line kind, `instructions.READERS`); everything else here is the language's
+own control and register updates.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from functools import cache
+
+from app.sim.program import SINK, WAIT_BLOCKS, WAIT_MAY_FAIL, Assign, Branch, Expr, Jump, Line, Ref
+
+from . import syntax
+from .errors import PipelineError
+from .exprs import STATE_FIELDS, Scope, compile_expr, constant, text_of
+from .instructions import build
+from .limits import MAX_HELPER_DEPTH, MAX_LINES, MAX_NODES, MAX_REGISTERS, MAX_STAGES
+from .syntax import (
+    Agent,
+    BinOp,
+    Call,
+    Ctor,
+    Decl,
+    Field,
+    For,
+    Helper,
+    If,
+    Instr,
+    Name,
+    Num,
+    Simple,
+    While,
+)
+
+START_STATES = {"make_producer_start_state": 1, "make_consumer_start_state": 0,
+                "PipelineState": 0}
+
+
+@cache
+def prelude() -> tuple[str, dict[str, Helper]]:
+    from pathlib import Path
+
+    text = Path(__file__).with_name("prelude.pipe").read_text()
+    return text, {h.name: h for h in syntax.parse(text).items if isinstance(h, Helper)}
+
+
+
+class AgentBuilder:
+    """Compiles one agent instance (one element of an agent array) to engine nodes."""
+
+    def __init__(self, text: str, arrays: dict, constants: dict, helpers: dict):
+        self.text = text
+        self.arrays = arrays
+        self.scope = Scope(constants, {n: d.kind for n, d in arrays.items()})
+        self.helpers = helpers
+        self.nodes: list = []
+        self.listing: list[int] = []
+        self.initial: list[int] = []
+        self.names: list[str] = []
+        self.hidden: set[str] = set()
+        self.iteration: int | None = None
+
+    # ------------------------------------------------------------------------------ registers
+
+    def register(self, name: str, value: int, pos, hidden: bool = False) -> int:
+        if name in self.scope.registers or name in self.scope.constants:
+            raise PipelineError(f"`{name}` is declared twice", pos.line, pos.column)
+        if len(self.names) >= MAX_REGISTERS:
+            raise PipelineError(f"an agent has at most {MAX_REGISTERS} registers", pos.line,
+                                pos.column, limit="registers")
+        self.names.append(name)
+        self.initial.append(value)
+        if hidden:
+            self.hidden.add(name)
+        self.scope.registers[name] = len(self.names)
+        return len(self.names)
+
+    def build(self, name: str, agent: Agent):
+        from app.sim.program import AgentProgram
+
+        self.register("%tc_fenced", 0, agent.pos, hidden=True)
+        self.register("%tc_pending", 0, agent.pos, hidden=True)
+        self.block(agent.body, None, top=True)
+        _waits_that_may_fail(self.nodes)
+        lines = sum(1 for n in self.nodes if isinstance(n, Line))
+        if lines > MAX_LINES or len(self.nodes) > MAX_NODES:
+            raise PipelineError(f"agent `{name}` has {lines} lines; the limit is {MAX_LINES}",
+                                agent.pos.line, agent.pos.column, limit="lines")
+        shown = tuple(n for n in self.names if n not in self.hidden)
+        return AgentProgram(name, agent.name, tuple(self.nodes), tuple(self.listing),
+                            tuple(self.names), tuple(self.initial), shown, self.iteration,
+                            self.scope.constants["cta"])
+
+    # ----------------------------------------------------------------------------- statements
+
+    def emit(self, node) -> int:
+        if isinstance(node, Line):
+            self.listing.append(len(self.nodes))
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def block(self, stmts, ctx, top: bool = False) -> None:
+        i = 0
+        while i < len(stmts):
+            stmt = stmts[i]
+            if isinstance(stmt, Simple):
+                group = [stmt]
+                while (i + 1 < len(stmts) and isinstance(stmts[i + 1], Simple)
+                       and stmts[i + 1].pos.line == stmt.pos.line):
+                    i += 1
+                    group.append(stmts[i])
+                self.simple_line(group, ctx)
+            else:
+                self.statement(stmt, ctx, top)
+            i += 1
+
+    def statement(self, stmt, ctx, top: bool) -> None:
+        if isinstance(stmt, Decl):
+            if not top or ctx is not None:
+                raise PipelineError("declare registers at the top level of the agent",
+                                    stmt.pos.line, stmt.pos.column)
+            self.declare(stmt)
+        elif isinstance(stmt, Instr):
+            line = build(stmt, self.scope, self.arrays, self.display(stmt, ctx))
+            self.emit(line if ctx is None else replace(line, source_line=ctx.line))
+        elif isinstance(stmt, Call):
+            self.call(stmt, ctx)
+        elif isinstance(stmt, For):
+            self.for_loop(stmt, ctx, top)
+        elif isinstance(stmt, While):
+            top_node = len(self.nodes)
+            branch = self.emit(None)
+            self.loop_body(stmt.body, ctx, stmt.pos)
+            self.emit(Jump(top_node))
+            self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
+        elif isinstance(stmt, If):
+            cond = compile_expr(stmt.cond, self.scope)
+            branch = self.emit(None)
+            self.dead_block(stmt.then, ctx, cond.const == 0)
+            if stmt.orelse:
+                jump = self.emit(None)
+                self.nodes[branch] = Branch(cond, len(self.nodes))
+                self.dead_block(stmt.orelse, ctx, cond.const not in (None, 0))
+                self.nodes[jump] = Jump(len(self.nodes))
+            else:
+                self.nodes[branch] = Branch(cond, len(self.nodes))
+        else:
+            raise PipelineError("this statement cannot stand here", stmt.pos.line,
+                                stmt.pos.column)
+
+    def dead_block(self, stmts, ctx, dead: bool) -> None:
+        """A branch's block; `dead` when a constant condition means it never runs."""
+        self.scope.dead += dead
+        try:
+            self.block(stmts, ctx)
+        finally:
+            self.scope.dead -= dead
+
+    def declare(self, stmt: Decl) -> None:
+        if stmt.type == "int":
+            value = 0 if stmt.init is None else constant(stmt.init, self.scope,
+                                                         "a register's initial value")
+            self.register(stmt.name, value, stmt.pos)
+            return
+        stages = constant(stmt.stages, self.scope, "a PipelineState's stage count")
+        if not 1 <= stages <= MAX_STAGES:
+            raise PipelineError(f"a PipelineState has 1..{MAX_STAGES} stages; got {stages}",
+                                stmt.pos.line, stmt.pos.column)
+        start = (0, 0, 0)
+        if isinstance(stmt.init, Name) and stmt.init.name in self.scope.states:
+            self.same_stages(stmt.init, stages, stmt.name)
+            start = tuple(self.initial[self.scope.registers[f"{stmt.init.name}.{part}"] - 1]
+                          for part in STATE_FIELDS)  # a copy of its value at launch
+        elif stmt.init is not None:
+            if not isinstance(stmt.init, Ctor) or stmt.init.name not in START_STATES:
+                raise PipelineError("a PipelineState starts as `make_producer_start_state()`, "
+                                    "`make_consumer_start_state()` or a copy of another",
+                                    stmt.pos.line, stmt.pos.column)
+            start = (0, START_STATES[stmt.init.name], 0)
+        for part, value in zip(STATE_FIELDS, start, strict=True):
+            self.register(f"{stmt.name}.{part}", value, stmt.pos)
+        self.scope.states[stmt.name] = stages
+
+    def same_stages(self, other: Name, stages: int, name: str) -> None:
+        theirs = self.scope.states[other.name]
+        if theirs != stages:
+            raise PipelineError(f"`{other.name}` is a PipelineState<{theirs}>; `{name}` is a "
+                                f"PipelineState<{stages}>", other.pos.line, other.pos.column,
+                                hint="a copy keeps its stage count, as C++ does its type")
+
+    def for_loop(self, stmt: For, ctx, top: bool) -> None:
+        if stmt.var not in self.scope.registers:
+            reg = self.register(stmt.var, 0, stmt.pos)
+        else:
+            reg = self.scope.registers[stmt.var]
+        if top and self.iteration is None and ctx is None:
+            self.iteration = reg
+        self.emit(Assign(((reg, compile_expr(stmt.init, self.scope)),)))
+        top_node = len(self.nodes)
+        branch = self.emit(None)
+        self.loop_body(stmt.body, ctx, stmt.pos)
+        counted = self.counted(stmt, reg, self.nodes[branch + 1:])
+        self.emit(Assign(self.updates(stmt.update)))
+        self.emit(Jump(top_node, counted=counted))
+        self.nodes[branch] = Branch(compile_expr(stmt.cond, self.scope), len(self.nodes))
+
+    def counted(self, stmt: For, reg: int, body: list) -> bool:
+        """Whether a `for` loop can never bring its agent back to an earlier state: it steps
+        its variable up (`++k`, `k += c` with c > 0) to a constant bound (`k < n`, `k <= n`)
+        and nothing in its body writes the variable (no register destination, no update, in
+        any node of the body: a conservative test, a loop it misses only costs the schedule
+        checker its cycle search)."""
+        update, cond = stmt.update, stmt.cond
+        if update.target != (stmt.var, None):
+            return False
+        if update.op == "+=":
+            step = compile_expr(update.value, self.scope).const
+            if step is None or step <= 0:
+                return False
+        elif update.op != "++":
+            return False
+        if not (isinstance(cond, BinOp) and cond.op in ("<", "<=")
+                and isinstance(cond.left, Name) and cond.left.name == stmt.var
+                and compile_expr(cond.right, self.scope).const is not None):
+            return False
+        return not any(_mentions(node, reg) for node in body)
+
+    def loop_body(self, body, ctx, pos) -> None:
+        before = len(self.listing)
+        self.block(body, ctx)
+        if len(self.listing) == before:
+            raise PipelineError("a loop needs at least one instruction in its body", pos.line,
+                                pos.column, hint="loops only repeat steps; bookkeeping alone "
+                                                 "would never let another agent move")
+
+    def simple_line(self, group: list[Simple], ctx) -> None:
+        updates = []
+        for stmt in group:
+            updates.extend(self.updates(stmt))
+        text = self.display(group[0], ctx)
+        op = "; ".join(_simple_text(s) for s in group)
+        line = ctx.line if ctx else group[0].pos.line
+        self.emit(Line("assign", op, text, line, (tuple(updates),)))
+
+    def updates(self, stmt: Simple) -> tuple:
+        name, field = stmt.target
+        pos = stmt.pos
+        if field is None and name in self.scope.states and stmt.op == "++":
+            stages = self.scope.states[name]
+            i, p, c = (self.scope.registers[f"{name}.{f}"] for f in ("index", "phase", "count"))
+            return ((p, Expr(f"++{name}", f"(r[{p}] ^ int(r[{i}] + 1 == {stages}))")),
+                    (i, Expr(f"++{name}", f"((r[{i}] + 1) % {stages})")),
+                    (c, Expr(f"++{name}", f"(r[{c}] + 1)")))
+        if field is None and name in self.scope.states and stmt.op in (".advance", "+="):
+            return self.advance(name, stmt)
+        if field is None and name in self.scope.states and stmt.op == "=":
+            return self.copy(name, stmt)
+        if stmt.op.startswith("."):
+            if name not in self.scope.states:
+                raise PipelineError(f"`{name}{stmt.op}(...)`: only a PipelineState has methods",
+                                    pos.line, pos.column)
+            raise PipelineError(f"a PipelineState has no method `{stmt.op[1:]}`", pos.line,
+                                pos.column, hint=f"`++{name}` or `{name}.advance(n)`")
+        target = name if field is None else f"{name}.{field}"
+        if target not in self.scope.registers or target in self.hidden:
+            if name in self.scope.constants:
+                raise PipelineError(f"`{name}` is a parameter; it cannot change", pos.line,
+                                    pos.column)
+            if field is None and name in self.scope.states and stmt.op == "--":
+                raise PipelineError(f"`--{name}`: a PipelineState only moves forward",
+                                    pos.line, pos.column,
+                                    hint=f"CUTLASS's PipelineState has `++{name}` and "
+                                         f"`{name}.advance(n)`, no `--`")
+            if field is None and name in self.scope.states:
+                raise PipelineError(f"`{name}` is a PipelineState: advance it with `++{name}` "
+                                    "or assign one of its fields", pos.line, pos.column)
+            raise self.scope.unknown(target, pos)
+        ref = Name(target, pos) if field is None else Field(Name(name, pos), field, pos)
+        if stmt.op in ("++", "--"):
+            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
+        elif stmt.op == "=":
+            value = stmt.value
+        else:
+            value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
+        return ((self.scope.registers[target], compile_expr(value, self.scope)),)
+
+    def advance(self, name: str, stmt: Simple) -> tuple:
+        """CUTLASS's `PipelineState::advance(num_iterations)` (also `s += n`), as
+        sm90_pipeline.hpp writes it: the phase flips when n < Stages and index + n reaches
+        Stages, or when n >= Stages and (index + n) / Stages is odd; index = (index + n) %
+        Stages; count += n. n is a `uint32_t` there: outside 0..2^32-1 the run stops."""
+        stages = self.scope.states[name]
+        i, p, c = (self.scope.registers[f"{name}.{f}"] for f in STATE_FIELDS)
+        n = compile_expr(stmt.value, self.scope)
+        if any(f"r[{reg}]" in n.code for reg in (i, p, c)):
+            raise PipelineError(f"`{name}.advance(...)`: the count reads `{name}` itself",
+                                stmt.value.pos.line, stmt.value.pos.column,
+                                hint="copy what it needs into a register first")
+        if n.const is not None and not 0 <= n.const < 2**32:
+            raise PipelineError(f"a PipelineState advances by 0..2^32-1; got {n.const}",
+                                stmt.value.pos.line, stmt.value.pos.column)
+        u, text = f"_uint({n.code})", f"{name}.advance({n.text})"
+        flip = (f"int(({u} < {stages} and r[{i}] + {u} >= {stages}) or ({u} >= {stages} and "
+                f"_mod(_div(r[{i}] + {u}, {stages}), 2) == 1))")
+        return ((p, Expr(text, f"(r[{p}] ^ {flip})")),
+                (i, Expr(text, f"_mod(r[{i}] + {u}, {stages})")),
+                (c, Expr(text, f"(r[{c}] + {u})")))
+
+    def copy(self, name: str, stmt: Simple) -> tuple:
+        """`t = s;`: CUTLASS's `PipelineState::operator=`, every field at once."""
+        other = stmt.value
+        if not isinstance(other, Name) or other.name not in self.scope.states:
+            raise PipelineError(f"`{name}` is a PipelineState: assign it another one, or one "
+                                "of its fields", stmt.pos.line, stmt.pos.column)
+        self.same_stages(other, self.scope.states[name], name)
+        regs = self.scope.registers
+        return tuple((regs[f"{name}.{f}"],
+                      Expr(f"{name} = {other.name}", f"r[{regs[f'{other.name}.{f}']}]"))
+                     for f in STATE_FIELDS)
+
+    # -------------------------------------------------------------------------------- helpers
+
+    def call(self, stmt: Call, ctx) -> None:
+        from .errors import PipelineError as Err
+
+        depth = 0 if ctx is None else ctx.depth + 1
+        helper = self.helpers.get(stmt.name) or prelude()[1].get(stmt.name)
+        if helper is None:
+            known = sorted({*self.helpers, *prelude()[1]})
+            raise Err(f"`{stmt.name}` is not a helper", stmt.pos.line, stmt.pos.column,
+                      hint=f"the helpers are {', '.join(known)}")
+        if depth >= MAX_HELPER_DEPTH:
+            raise Err(f"helpers call each other more than {MAX_HELPER_DEPTH} deep",
+                      stmt.pos.line, stmt.pos.column)
+        if len(stmt.args) != len(helper.params):
+            raise Err(f"`{stmt.name}` takes {len(helper.params)} argument(s) "
+                      f"({', '.join(helper.params)}); got {len(stmt.args)}",
+                      stmt.pos.line, stmt.pos.column)
+        source = self.text if stmt.name in self.helpers else prelude()[0]
+        outer_text = self.text if ctx is None else ctx.source
+        args_text = [outer_text[a.pos.start:a.pos.end] if a.pos.end else text_of(a)
+                     for a in stmt.args]
+        context = Expansion(
+            name=stmt.name, source=source, depth=depth,
+            line=ctx.line if ctx else stmt.pos.line,
+            mapping=dict(zip(helper.params, stmt.args, strict=True)),
+            words=dict(zip(helper.params, args_text, strict=True)),
+            comment=_comment(self.text, stmt.pos) if ctx is None else ctx.comment,
+            outer=ctx)
+        body = tuple(substitute(s, context.mapping) for s in helper.body)
+        try:
+            self.block(body, context)
+        except PipelineError as err:
+            if ctx is None and not err.message.startswith(f"in `{stmt.name}`"):
+                raise PipelineError(f"in `{stmt.name}(...)`: {err.message}", stmt.pos.line,
+                                    stmt.pos.column, hint=err.hint, limit=err.limit) from None
+            raise
+
+    def display(self, stmt, ctx) -> str:
+        """What the UI shows for a step: its source line, or `helper: line` inside a call."""
+        if ctx is None:
+            return _line_text(self.text, stmt.pos)
+        own = ctx.source[stmt.pos.start:stmt.pos.end] if stmt.pos.end else ""
+        own = _substitute_words(own, ctx.words)
+        text = f"{ctx.name}: {own}"
+        return f"{text}  {ctx.comment}" if ctx.comment else text
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """Where a helper's lines come from while its call is compiled."""
+
+    name: str
+    source: str
+    depth: int
+    line: int
+    mapping: dict
+    words: dict
+    comment: str
+    outer: object
+
+
+def _line_text(text: str, pos) -> str:
+    start = text.rfind("\n", 0, pos.start) + 1
+    end = text.find("\n", max(pos.end - 1, pos.start))
+    end = len(text) if end == -1 else end
+    return " ".join(part.strip() for part in text[start:end].splitlines() if part.strip())
+
+
+def _comment(text: str, pos) -> str:
+    end = text.find("\n", pos.end)
+    rest = text[pos.end:len(text) if end == -1 else end]
+    at = rest.find("//")
+    return rest[at:].strip() if at != -1 else ""
+
+
+def _substitute_words(text: str, words: dict) -> str:
+    import re
+
+    head, _, tail = text.partition(" ")
+    for name, value in words.items():
+        tail = re.sub(rf"\b{re.escape(name)}\b(?!\s*=[^=])", value, tail)
+    return f"{head} {tail}" if tail else head
+
+
+def _simple_text(stmt: Simple) -> str:
+    name, field = stmt.target
+    target = name if field is None else f"{name}.{field}"
+    if stmt.op in ("++", "--"):
+        return f"{stmt.op}{target}"
+    if stmt.op.startswith("."):
+        return f"{target}{stmt.op}({text_of(stmt.value)})"
+    return f"{target} {stmt.op} {text_of(stmt.value)}"
+
+
+def substitute(node, mapping: dict):
+    """A copy of a helper's statement or expression with its parameters replaced."""
+    if isinstance(node, Name):
+        return mapping.get(node.name, node)
+    if isinstance(node, Simple):
+        name, field = node.target
+        if name in mapping and isinstance(mapping[name], Name):
+            node = replace(node, target=(mapping[name].name, field))
+        value = None if node.value is None else substitute(node.value, mapping)
+        return replace(node, value=value)
+    if isinstance(node, tuple):
+        return tuple(substitute(n, mapping) for n in node)
+    if hasattr(node, "__dataclass_fields__") and not isinstance(node, syntax.Pos):
+        changes = {f.name: substitute(getattr(node, f.name), mapping) for f in fields(node)
+                   if f.name not in ("pos", "opcode", "name", "var", "op", "type")}
+        return replace(node, **changes)
+    return node
+
+
+def _waits_that_may_fail(nodes: list) -> None:
+    """A `try_wait` whose answer the program reads (an `if` on it: CUTLASS's
+    `consumer_try_wait`, then `consumer_wait(token)`) may return false before the phase
+    completes (PTX 9.7.13.15.16: the time limit), so the engine explores both answers
+    (`WAIT_MAY_FAIL`). One that only a loop reads, `while (!p) { try_wait p ...; }`, is the
+    blocking wait it stands for: a false answer would only come back to the same line."""
+    reads: dict[int, int] = {}
+    for node in nodes:
+        for code in _codes(node):
+            for reg in re.findall(r"r\[(\d+)\]", code):
+                reads[int(reg)] = reads.get(int(reg), 0) + 1
+    for j, node in enumerate(nodes):
+        if not (isinstance(node, Line) and node.kind in ("wait_parity", "wait_token")):
+            continue
+        dest, ref, third, how, hint = node.args
+        if how != WAIT_BLOCKS or dest == SINK or not reads.get(dest):
+            continue
+        before = nodes[j - 1] if j else None
+        after = nodes[j + 1] if j + 1 < len(nodes) else None
+        looped = (isinstance(before, Branch) and before.target == j + 2
+                  and isinstance(after, Jump) and after.target == j - 1
+                  and f"r[{dest}]" in before.cond.code)
+        if not looped:
+            nodes[j] = replace(node, args=(dest, ref, third, WAIT_MAY_FAIL, hint))
+
+
+def _codes(node):
+    """The code of every expression a node reads."""
+    if isinstance(node, Branch):
+        yield node.cond.code
+    elif isinstance(node, Assign):
+        yield from (e.code for _, e in node.updates)
+    elif isinstance(node, Line):
+        stack = list(node.args)
+        while stack:
+            arg = stack.pop()
+            if isinstance(arg, Expr):
+                yield arg.code
+            elif isinstance(arg, Ref):
+                stack.extend((arg.index, arg.cta))
+            elif isinstance(arg, tuple):
+                stack.extend(arg)
+            elif isinstance(arg, Line):
+                stack.extend(arg.args)
+
+
+def _mentions(node, reg: int) -> bool:
+    """Whether a node's operands hold the register number `reg` anywhere (destinations and
+    update targets are plain ints; expressions and array references are not looked into)."""
+    if isinstance(node, Assign):
+        return any(target == reg for target, _ in node.updates)
+    if not isinstance(node, Line):
+        return False
+    stack = list(node.args)
+    while stack:
+        arg = stack.pop()
+        if type(arg) is int and arg == reg:
+            return True
+        if isinstance(arg, tuple):
+            stack.extend(arg)
+    return False

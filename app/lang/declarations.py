@@ -1,0 +1,154 @@
+"""The declarations of a pipeline: its cluster, barriers, stages, tensors and tensor memory,
+folded over the parameter values into the engine's declarations (`app.sim.program`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.sim.barrier import COUNT_LIMIT
+from app.sim.core import TILE_SPAN
+from app.sim.program import BarrierDecl, StageDecl
+
+from . import syntax
+from .errors import ParamError, PipelineError
+from .exprs import Scope, constant
+from .limits import MAX_BARRIERS, MAX_CHUNKS, MAX_CLUSTER, MAX_ELEMENTS, MAX_STAGES
+from .loader import Pipeline
+from .syntax import Array, Name
+
+
+@dataclass(frozen=True)
+class ArrayDecl:
+    kind: str
+    name: str
+    base: int
+    """Flat index of element 0 in CTA 0 (tensors: the tile id of element 0)."""
+    size: int
+    """Elements per CTA."""
+    indexed: bool
+    ctas: int = 1
+    """Copies in the cluster: barriers and stages exist once per CTA, tensors once."""
+
+
+
+def cluster_shape(pipeline: Pipeline, constants: dict) -> tuple[int, int]:
+    """The cluster's CTAs in x and y (`cluster X, Y;`; `cluster N;` is N x 1; none is 1 x 1)."""
+    shapes = [c for c in pipeline.module.items if isinstance(c, syntax.Cluster)]
+    if len(shapes) > 1:
+        raise PipelineError("`cluster` is declared twice", shapes[1].pos.line,
+                            shapes[1].pos.column)
+    if not shapes:
+        return 1, 1
+    decl = shapes[0]
+    where = (decl.pos.line, decl.pos.column)
+    scope = Scope(constants, {})
+    dims = [constant(d, scope, "a cluster's size") for d in decl.dims]
+    for node, value in zip(decl.dims, dims, strict=True):
+        if value < 1:
+            raise _limit(node, f"a cluster dimension is at least 1; got {value}", where,
+                         "cluster")
+    x, y = (*dims, 1)[:2]
+    if x * y > MAX_CLUSTER:
+        node = next((d for d in decl.dims if isinstance(d, Name)), None)
+        shape = " x ".join(str(v) for v in dims)
+        raise _limit(node, f"a cluster has 1 to {MAX_CLUSTER} CTAs here; {shape} makes "
+                           f"{x * y}", where, "cluster")
+    return x, y
+
+
+def cluster_constants(shape: tuple[int, int]) -> dict[str, int]:
+    """What every agent and declaration may read of the cluster: its size, and PTX's special
+    registers of its shape (PTX 10.15, 10.17)."""
+    x, y = shape
+    return {"cluster_size": x * y, "%cluster_nctarank": x * y, "%cluster_nctaid.x": x,
+            "%cluster_nctaid.y": y, "%cluster_nctaid.z": 1}
+
+
+def cta_constants(shape: tuple[int, int], rank: int) -> dict[str, int]:
+    """One CTA's place in the cluster: its rank (`cta`, PTX's `%cluster_ctarank`, 10.16) and
+    its `%cluster_ctaid` (10.14), x varying fastest (CUDA's `cluster.block_rank()`)."""
+    x = shape[0]
+    return {"cta": rank, "%cluster_ctarank": rank, "%cluster_ctaid.x": rank % x,
+            "%cluster_ctaid.y": rank // x, "%cluster_ctaid.z": 0}
+
+
+def declarations(pipeline: Pipeline, constants: dict, ctas: int):
+    arrays: dict[str, ArrayDecl] = {}
+    barriers: list[BarrierDecl] = []
+    stages: list[StageDecl] = []
+    tensors: list[tuple[str, int, int]] = []
+    tmems: list[str] = []
+    decls = [d for d in pipeline.module.items if isinstance(d, Array)]
+    scope = Scope(constants, {})
+    order = {"barrier": 0, "smem": 1, "tensor": 2, "tmem": 3}
+    for decl in sorted(decls, key=lambda d: order[d.kind]):
+        where = (decl.pos.line, decl.pos.column)
+        if decl.name in arrays or decl.name in constants:
+            raise PipelineError(f"`{decl.name}` is declared twice", *where)
+        size = 1 if decl.dim is None else constant(decl.dim, scope, "an array's size")
+        copies = ctas if decl.kind in ("barrier", "smem") else 1
+        limit = {"barrier": (MAX_BARRIERS - len(barriers)) // copies,
+                 "smem": (MAX_STAGES - len(stages)) // copies,
+                 "tensor": MAX_ELEMENTS, "tmem": 1}[decl.kind]
+        if not 1 <= size <= limit:
+            raise _limit(decl.dim, f"`{decl.name}` has {size} elements; the limit here is "
+                                   f"{limit}", where, decl.kind)
+        base = {"barrier": len(barriers), "smem": len(stages),
+                "tensor": len(tensors) * TILE_SPAN, "tmem": len(tmems)}[decl.kind]
+        arrays[decl.name] = ArrayDecl(decl.kind, decl.name, base, size, decl.dim is not None,
+                                      copies)
+        for cta in range(copies):
+            prefix = f"cta{cta}." if copies > 1 else ""
+            names = ([prefix + decl.name] if decl.dim is None
+                     else [f"{prefix}{decl.name}[{i}]" for i in range(size)])
+            if decl.kind == "barrier":
+                count = None
+                if decl.init is not None:
+                    count = constant(decl.init, scope, "an init count")
+                    if not 1 <= count <= COUNT_LIMIT:
+                        raise _limit(decl.init, f"an mbarrier's init count is 1..{COUNT_LIMIT}; "
+                                                f"`{decl.name}` gets {count}", where, "count")
+                barriers.extend(BarrierDecl(n, decl.name, count, cta) for n in names)
+            elif decl.kind == "smem":
+                stages.extend(_stages(decl, names, scope, arrays, where, cta))
+        if decl.kind == "tensor":
+            nbytes = constant(decl.bytes, scope, "a tensor's element size")
+            tensors.append((decl.name, size, nbytes))
+        elif decl.kind == "tmem":
+            tmems.append(decl.name)
+    return arrays, barriers, stages, tensors, tmems
+
+
+def _stages(decl: Array, names, scope, arrays, where, cta: int) -> list[StageDecl]:
+    nbytes = constant(decl.bytes, scope, "a stage's size")
+    chunk = constant(decl.chunk, scope, "a stage's chunk size")
+    for node, value in ((decl.bytes, nbytes), (decl.chunk, chunk)):
+        if value < 16 or value % 16:
+            raise _limit(node, f"sizes must be positive multiples of 16 bytes (TMA copies move "
+                               f"16-byte units); got {value}", where, "bytes")
+    if nbytes % chunk:
+        raise _limit(decl.chunk, f"the chunk ({chunk}) must divide the stage's {nbytes} bytes",
+                     where, "chunk")
+    if nbytes // chunk > MAX_CHUNKS:
+        raise _limit(decl.chunk, f"a stage has at most {MAX_CHUNKS} chunks; {nbytes} / {chunk} "
+                                 f"= {nbytes // chunk}", where, "chunk")
+    release = None
+    if decl.release is not None:
+        guard = arrays.get(decl.release)
+        if guard is None or guard.kind != "barrier":
+            raise PipelineError(f"`release {decl.release}`: no barrier array of that name",
+                                *where)
+        if guard.size != len(names):
+            raise PipelineError(f"`{decl.release}` has {guard.size} barriers for "
+                                f"{len(names)} stages", *where)
+        release = guard.base + cta * guard.size
+    return [StageDecl(n, decl.name, i, nbytes, chunk, None if release is None else release + i,
+                      cta) for i, n in enumerate(names)]
+
+
+def _limit(node, message: str, where, field: str) -> Exception:
+    """A size error: a `ParamError` naming the parameter when the size is one, else a
+    `PipelineError` at the declaration."""
+    if isinstance(node, Name):
+        return ParamError(node.name, message)
+    return PipelineError(message, *where, limit=field)

@@ -1,0 +1,15 @@
+"""The sizes a pipeline may have (docs/language.md, "Limits"): each is a 422 naming it."""
+
+MAX_SOURCE_BYTES = 64 * 1024
+MAX_AGENTS = 16
+MAX_CTA_THREADS = 1024
+MAX_BARRIERS = 256
+MAX_STAGES = 64
+MAX_CHUNKS = 256
+MAX_LINES = 1024
+MAX_NODES = 4096
+MAX_REGISTERS = 64
+MAX_ELEMENTS = 1_000_000
+MAX_HELPER_DEPTH = 8
+MAX_CLUSTER = 8
+PARAM_LIMIT = 2**31 - 1

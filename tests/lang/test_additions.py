@@ -1,0 +1,348 @@
+"""The language additions of issue 18: each runs in the engine as it reads, its error reads as
+tested output (message and column), and the capture generator spells it in CUDA or refuses."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from app.capture.cexpr import c_expr
+from app.capture.codegen import generate
+from app.lang.compiler import instantiate, load, resolve_params
+from app.lang.errors import ParamError, PipelineError
+from app.scenarios import from_source
+from app.sim.program import Line, function
+from app.sim.schedule import Schedule
+from app.sim.trace import Run
+
+NVCC = shutil.which("nvcc")
+
+
+def run(text: str, params=None, bugs=(), schedule: Schedule | None = None) -> Run:
+    cfg = from_source(text).resolve(params or {}, list(bugs))
+    return Run.complete(cfg, schedule or Schedule("round_robin"))
+
+
+def steps(r: Run) -> list[dict]:
+    return r.steps(1, r.total_steps, snapshots=False)
+
+
+def program(text: str, params=None, bugs=()):
+    pipeline = load(text, frozenset(bugs))
+    return instantiate(pipeline, tuple(sorted(resolve_params(pipeline, params or {}).items())))
+
+
+def error_of(text: str, bugs=()) -> PipelineError:
+    with pytest.raises(PipelineError) as info:
+        program(text, bugs=bugs)
+    return info.value
+
+
+def at(text: str, err: PipelineError) -> str:
+    """The text from the error's column on."""
+    return text.splitlines()[err.line - 1][err.column - 1:]
+
+
+def nvcc_compiles(tmp_path, text: str, params=None, bugs=()) -> str:
+    cfg = from_source(text).resolve(params or {}, list(bugs))
+    cuda = generate(cfg.program, "addition", dict(cfg.params), cfg.bugs)
+    if NVCC is not None:
+        src = tmp_path / "k.cu"
+        src.write_text(cuda)
+        proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "-cubin", "-o",
+                               str(tmp_path / "k.cubin"), str(src)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        # a register the program declares and never reads is its own business
+        warnings = [w for w in proc.stderr.splitlines() if "warning #" in w.lower()
+                    and "was declared but never referenced" not in w]
+        assert not warnings, proc.stderr[-3000:]
+    return cuda
+
+
+# ------------------------------------------------------------------ ?:, min/max, --, -=
+
+EXPRS = """
+param n = 3 in 1..10 "n";
+barrier b = 4;
+agent a {
+    int x = 5;
+    int y = 0;
+    for (int i = 0; i < 4; ++i) {
+        y = i < 2 ? min(x, i) : max(x, n) + (i == 3 ? 100 : 0);
+        mbarrier.arrive.shared::cta.b64 _, [b];
+        x -= 2; --y;
+        y--;
+    }
+}
+"""
+
+
+def test_conditional_min_max_and_decrements_compute_as_in_c():
+    values = [s["operands"] for s in steps(run(EXPRS)) if s["op"].startswith(("y =", "x -=",
+                                                                               "--y"))]
+    # x: 5, 3, 1, -1; y = min(5,0), min(3,1), max(1,3), max(-1,3) + 100; then two decrements
+    assert values == [{"y": 0}, {"x": 3, "y": -1}, {"y": -2},
+                      {"y": 1}, {"x": 1, "y": 0}, {"y": -1},
+                      {"y": 3}, {"x": -1, "y": 2}, {"y": 1},
+                      {"y": 103}, {"x": -3, "y": 102}, {"y": 101}]
+
+
+def test_a_conditional_evaluates_only_its_chosen_side():
+    text = ("barrier b = 1;\nagent a {\n    int z = 0;\n    int x = 0;\n"
+            "    x = z != 0 ? 10 / z : -1;\n    mbarrier.arrive.shared::cta.b64 _, [b];\n}\n")
+    r = run(text)
+    assert r.status == "done"
+    assert steps(r)[0]["operands"] == {"x": -1}
+    # a constant test folds to its side: the other is never evaluated, even a division by 0
+    assert program(text.replace("z != 0 ?", "0 ?").replace("10 / z", "10 / 0")) is not None
+
+
+@pytest.mark.parametrize(("old", "new", "message", "column_text"), [
+    ("min(x, i)", "min(x, 1, 2)", "`min` takes two numbers; got 3", "min(x, 1, 2)"),
+    ("min(x, i)", "abs(x)", "`abs(...)` is not a function of expressions; they are min and max",
+     "abs(x)"),
+    ("min(x, i)", "x ? 1", "unexpected `;`: expected `:`", ";"),
+])
+def test_expression_errors_name_the_function_and_column(old, new, message, column_text):
+    text = EXPRS.replace(old, new)
+    err = error_of(text)
+    assert err.message == message
+    assert at(text, err).startswith(column_text)
+
+
+def test_a_pipeline_state_cannot_go_back():
+    text = ("barrier b = 1;\nagent a {\n    PipelineState<2> s;\n    --s;\n"
+            "    mbarrier.arrive.shared::cta.b64 _, [b];\n}\n")
+    err = error_of(text)
+    assert (err.line, err.column, err.message) == (4, 5, "`--s`: a PipelineState only moves "
+                                                         "forward")
+    assert err.hint == "CUTLASS's PipelineState has `++s` and `s.advance(n)`, no `--`"
+
+
+def line_exprs(prog) -> list:
+    return [e for agent in prog.agents for node in agent.nodes
+            if isinstance(node, Line) and node.kind == "assign"
+            for _, e in node.args[0] if e.const is None]
+
+
+def c_matches_engine(tmp_path, exprs: list, n_regs: int, low: int, high: int) -> None:
+    """Each expression in C (app.capture.cexpr) over random registers gives the engine's value."""
+    rng = random.Random(3)
+    rows = [[0] + [rng.randint(low, high) for _ in range(n_regs)] for _ in range(60)]
+    body = "\n".join(f'    printf("%lld\\n", (long long)({c_expr(e, lambda i: f"r[{i}]")}));'
+                     for e in exprs)
+    src = tmp_path / "e.c"
+    src.write_text("#include <stdio.h>\n"
+                   "static long long pl_div(long long a, long long b) { return b ? a / b : 0; }\n"
+                   "static long long pl_mod(long long a, long long b) { return b ? a % b : 0; }\n"
+                   f"int main(void) {{\n    long long rows[][{n_regs + 1}] = {{\n"
+                   + "".join("        {" + ", ".join(map(str, row)) + "},\n" for row in rows)
+                   + f"    }};\n    for (int k = 0; k < {len(rows)}; k++) {{\n"
+                   "    long long* r = rows[k];\n" + body + "\n    }\n    return 0;\n}\n")
+    subprocess.run(["cc", "-O0", "-o", str(tmp_path / "e"), str(src)], check=True)
+    got = [int(v) for v in subprocess.run([str(tmp_path / "e")], capture_output=True,
+                                          text=True, check=True).stdout.split()]
+    assert got == [function(e)(row) for row in rows for e in exprs]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_conditional_and_min_max_in_c_compute_what_the_engine_computes(tmp_path):
+    text = ("agent a {\n    int x = 0;\n    int y = 0;\n    int z = 0;\n"
+            "    x = y < z ? min(y, z - 3) : max(y * 2, -z) + (z ? 1 : 2);\n"
+            "    x = y ? z ? 3 : 4 : min(max(y, z), 7);\n"
+            "    x -= 1;\n}\n")
+    exprs = line_exprs(program(text))
+    assert len(exprs) == 3
+    c_matches_engine(tmp_path, exprs, 5, -9, 9)
+
+
+def test_expressions_reach_a_kernel(tmp_path):
+    cuda = nvcc_compiles(tmp_path, EXPRS)
+    assert " ? " in cuda and "r_y = (r_y - 1);" in cuda
+
+
+# ------------------------------------------------------------- cluster shapes, %cluster_*, mapa
+
+GRID = """
+param cx = 2 in 1..4 "CTAs in x";
+param cy = 2 in 1..4 "CTAs in y";
+cluster cx, cy;
+barrier bar = 1;
+
+// each CTA signals its x-neighbour's barrier, then waits for its own
+agent a {
+    int x = %cluster_ctaid.x;
+    int y = %cluster_ctaid.y;
+    int me = %cluster_ctarank;
+    int peer = (%cluster_ctaid.x ^ 1) + %cluster_ctaid.y * %cluster_nctaid.x;
+    mbarrier.arrive.release.cluster.shared::cluster.b64 _, [mapa(bar, peer)];
+    mbarrier.try_wait.parity.shared::cta.b64 p, [bar], 0;
+}
+"""
+
+
+def test_a_two_dimensional_cluster_from_parameters_numbers_its_ctas_x_fastest():
+    prog = program(GRID)
+    assert prog.cluster == 4
+    seen = {(a.name, a.initial[a.registers.index("x")], a.initial[a.registers.index("y")],
+             a.initial[a.registers.index("me")]) for a in prog.agents}
+    assert seen == {("cta0.a", 0, 0, 0), ("cta1.a", 1, 0, 1), ("cta2.a", 0, 1, 2),
+                    ("cta3.a", 1, 1, 3)}
+    r = run(GRID)
+    assert (r.status, r.diagnostics) == ("done", [])
+    arrived = [s["operands"]["barrier"] for s in steps(r) if s["op"].startswith("mbarrier.arr")]
+    assert arrived == ["cta1.bar", "cta0.bar", "cta3.bar", "cta2.bar"]
+    assert program(GRID, {"cx": 2, "cy": 3}).cluster == 6
+
+
+def test_a_cluster_shape_past_the_limit_is_refused():
+    err = error_of(GRID.replace("cluster cx, cy;", "cluster 4, 4;"))
+    assert (err.line, err.column) == (4, 1)
+    assert err.message == "a cluster has 1 to 8 CTAs here; 4 x 4 makes 16"
+    with pytest.raises(ParamError) as info:
+        program(GRID, {"cx": 4, "cy": 4})
+    assert info.value.field == "cx"
+    err = error_of(GRID.replace("cluster cx, cy;", "cluster x, 2;"))
+    assert (err.line, err.column, err.message) == (4, 9, "`x` is not declared here")
+
+
+NO_CLUSTER = """
+barrier bar = 1;
+agent a {
+    if (cluster_size > 1) {
+        mbarrier.arrive.release.cluster.shared::cluster.b64 _, [mapa(bar, cta ^ 1)];
+    }
+    mbarrier.arrive.release.cluster.shared::cluster.b64 _, [mapa(bar, 0)];
+    mbarrier.try_wait.parity.shared::cta.b64 p, [bar], 0;
+}
+"""
+
+
+def test_mapa_in_a_program_without_a_cluster_names_its_own_cta():
+    r = run(NO_CLUSTER)
+    assert (r.status, r.diagnostics) == ("done", [])
+    assert [s["op"].split(" ")[0] for s in steps(r)] == [
+        "mbarrier.arrive.release.cluster.shared::cluster.b64",
+        "mbarrier.try_wait.parity.shared::cta.b64"]
+
+
+def test_mapa_to_a_cta_the_cluster_lacks_is_refused_where_the_line_can_run():
+    text = NO_CLUSTER.replace("if (cluster_size > 1)", "if (1)")
+    err = error_of(text)
+    assert (err.line, err.column) == (5, 64)
+    assert at(text, err).startswith("[mapa(bar, cta ^ 1)]")
+    assert err.message == "`mapa(bar, 1)`: the cluster has 1 CTA(s), ranks 0..0"
+    # computed from a register, it stops the run when it runs
+    text = NO_CLUSTER.replace("int", "").replace("agent a {", "agent a {\n    int k = 1;")
+    text = text.replace("mapa(bar, 0)", "mapa(bar, k)")
+    r = run(text)
+    assert r.status == "undefined_behavior"
+    assert r.diagnostics[-1]["rule"] == "out_of_bounds"
+
+
+def test_mapa_names_shared_memory_only():
+    text = "tensor t bytes 16;\nsmem s bytes 16 chunk 16;\n" + NO_CLUSTER.replace(
+        "    mbarrier.try_wait", "    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx"
+        "::bytes [s], [mapa(t, 0)], 16, [bar];\n    mbarrier.try_wait")
+    err = error_of(text)
+    assert err.message == "`mapa`: `t` is a tensor, not in shared memory"
+    assert at(text, err).startswith("[mapa(t, 0)]")
+
+
+def test_clusters_and_mapa_reach_a_kernel(tmp_path):
+    cuda = nvcc_compiles(tmp_path, GRID)
+    assert "#define CLUSTER 4" in cuda
+    cuda = nvcc_compiles(tmp_path, NO_CLUSTER)
+    assert "#define CLUSTER 1" in cuda and "mapa_u32(" in cuda
+
+
+# ------------------------------------------------------------ PipelineState copy and advance(n)
+
+ADVANCE = """
+param stages = 3 in 1..8 "stages";
+param start = 0 in 0..1 "the first state's phase";
+barrier b = 1;
+agent a {
+    PipelineState<stages> s = make_producer_start_state();
+    PipelineState<stages> t = s;
+    int ok = 1;
+    int first = 0;
+    for (int n = 0; n < 3 * stages + 2; ++n) {
+        s.advance(n);
+        for (int j = 0; j < n; ++j) {
+            ++t;
+        }
+        ok = ok && s.index == t.index && s.phase == t.phase && s.count == t.count;
+        first = n == 0 ? s.phase : first;
+    }
+    PipelineState<stages> u = s;
+    u = t; u += 1;
+    mbarrier.arrive.shared::cta.b64 _, [b];
+}
+"""
+
+
+def final_registers(r: Run, agent: int = 0) -> dict[str, int]:
+    machine = r.machine_at(r.total_steps)
+    names = machine.agents[agent].registers
+    return {name: machine.regs[agent][i + 1] for i, name in enumerate(names)}
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3, 5])
+def test_advance_n_is_n_increments_as_cutlass_writes_it(stages):
+    r = run(ADVANCE, {"stages": stages})
+    assert r.status == "done"
+    regs = final_registers(r)
+    assert regs["ok"] == 1 and regs["first"] == 1  # a copy took the producer's start phase
+    total = sum(range(3 * stages + 2))
+    assert regs["s.count"] == total and regs["s.index"] == total % stages
+    assert regs["s.phase"] == 1 ^ (total // stages) % 2
+    assert (regs["u.index"], regs["u.count"]) == ((total + 1) % stages, total + 1)
+    copies = [s for s in steps(r) if s["op"] == "u = t; u += 1"]
+    assert len(copies) == 1  # one line, one step
+
+
+@pytest.mark.parametrize(("old", "new", "message", "column_text"), [
+    ("PipelineState<stages> t = s;", "PipelineState<2> t = s;",
+     "`s` is a PipelineState<3>; `t` is a PipelineState<2>", "s;"),
+    ("u = t; u += 1;", "u = ok;",
+     "`u` is a PipelineState: assign it another one, or one of its fields", "u = ok;"),
+    ("s.advance(n);", "s.advance(s.index);", "`s.advance(...)`: the count reads `s` itself",
+     "s.index"),
+    ("s.advance(n);", "s.advance(-1);", "a PipelineState advances by 0..2^32-1; got -1", "-1"),
+    ("s.advance(n);", "s.retreat(n);", "a PipelineState has no method `retreat`",
+     "s.retreat"),
+    ("s.advance(n);", "ok.advance(n);", "`ok.advance(...)`: only a PipelineState has methods",
+     "ok.advance"),
+])
+def test_pipeline_state_errors(old, new, message, column_text):
+    text = ADVANCE.replace(old, new)
+    err = error_of(text)
+    assert err.message == message
+    assert at(text, err).startswith(column_text)
+
+
+def test_advance_by_a_negative_register_stops_the_run():
+    text = ADVANCE.replace("s.advance(n);", "s.advance(n - 1);")
+    r = run(text)
+    assert r.status == "undefined_behavior"
+    assert r.diagnostics[-1]["rule"] == "operand_range"
+
+
+def test_pipeline_state_copy_and_advance_reach_a_kernel(tmp_path):
+    cuda = nvcc_compiles(tmp_path, ADVANCE)
+    assert "pl_div(" in cuda and "r_u_index = r_t_index;" in cuda
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_advance_in_c_computes_what_the_engine_computes(tmp_path):
+    text = ("agent a {\n    PipelineState<3> s;\n    int n = 0;\n"
+            "    s.advance(n);\n    s += n + 4;\n}\n")
+    prog = program(text)
+    exprs = line_exprs(prog)
+    assert len(exprs) == 6
+    c_matches_engine(tmp_path, exprs, len(prog.agents[0].registers), 0, 9)
