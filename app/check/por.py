@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from app.sim.copies import LOAD, OP_AGENT, OP_BAR, OP_DIR, OP_STAGE, OP_TILE
+from app.sim.core import LOAD, OP_AGENT, OP_BAR, OP_DIR, OP_STAGE, OP_TILE
 from app.sim.machine import PC, Machine
 from app.sim.program import SINK, TC_FENCED, Assign, Branch, Expr, Jump, Line, Ref
 
