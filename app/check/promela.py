@@ -42,7 +42,7 @@ EXPORTED = {"init", "inval", "arrive", "arrive_drop", "arrive_expect_tx", "expec
             "complete_tx", "wait_parity", "assign", "load", "store", "commit_group",
             "wait_group", "proxy_fence", "ld_shared", "st_shared", "ld_global"}
 NF = 11
-"""Fields of an in-flight copy (app.sim.copies: OP_DIR .. OP_SERIAL)."""
+"""Fields of an in-flight copy (app.sim.core: OP_DIR .. OP_SERIAL)."""
 (F_DIR, F_TILE, F_STAGE, F_BAR, F_NEXT, F_END, F_AGENT, F_GROUP, F_FLAGGED, F_WRITING,
  F_SERIAL) = range(NF)
 WORD = 30
