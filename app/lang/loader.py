@@ -35,6 +35,9 @@ class Pipeline:
     broken: dict = field(default_factory=dict)
     """Toggles whose patches do not find their text (say, after the same edit was made by
     hand): choosing one is an error; the rest of the pipeline runs."""
+    deleted: tuple = ()
+    """(line in `text`, the original text, the comment) of each line a chosen toggle turned into
+    a comment only: the engine never sees it, the UI shows it struck through."""
 
     def parameters(self) -> dict:
         """Each parameter's default, range and doc, as the API's catalogue shows them."""
@@ -94,7 +97,27 @@ def load(source: str, bugs: frozenset = frozenset()) -> Pipeline:
         text = text[:start] + new + text[end:]
     patched = syntax.parse(text) if chosen else module
     return Pipeline(source, sha256(source), text, patched, params, toggles, frozenset(bugs),
-                    broken)
+                    broken, _deleted_lines(source, text, chosen))
+
+
+def _deleted_lines(source: str, text: str, chosen: list) -> tuple:
+    """The lines of `text` that a patch left holding only a comment (`// BUG: ...`)."""
+    out, shift = [], 0
+    for start, end, new in chosen:
+        at = start + shift
+        shift += len(new) - (end - start)
+        first = text.rfind("\n", 0, at) + 1
+        last = text.find("\n", at + len(new))
+        line = text[first:len(text) if last == -1 else last].strip()
+        if not line.startswith("//"):
+            continue
+        o_first = source.rfind("\n", 0, start) + 1
+        o_last = source.find("\n", max(end - 1, start))
+        original = " ".join(part.strip() for part in
+                            source[o_first:len(source) if o_last == -1 else o_last].splitlines()
+                            if part.strip())
+        out.append((text.count("\n", 0, at) + 1, original, line))
+    return tuple(out)
 
 
 def _params(module) -> dict[str, Param]:

@@ -86,6 +86,11 @@ class CheckResponse(BaseModel):
     states_explored: int
     elapsed_s: float
     transitions: int
+    persistent_states: int | None = None
+    """States the partial-order reduction's pass stored, where it applies (docs/checker.md,
+    "Reduction 4"); `states_explored` counts it and the bounded second pass."""
+    workers: int = 1
+    """Processes that searched: one (a partitioned parallel search is not built yet)."""
     depth: int
     """Every schedule of at most this many steps was checked (all of them when not stopped)."""
     stopped_by: str | None
