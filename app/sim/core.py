@@ -192,7 +192,13 @@ def init_known(m, a: int, b: int, record: dict, what: str) -> None:
 def release(m, a: int, b: int) -> None:
     """An arrive on a stage's release barrier: agent `a` is done with the tiles of every stage
     that barrier releases."""
-    for stage in m.release_stages.get(b, ()):
+    stages = m.release_stages.get(b, ())
+    if m.hold_hooks:
+        held = 0
+        for hook in m.hold_hooks:
+            held |= hook(m, a, stages)
+        stages = tuple(s for s in stages if not held >> s & 1)
+    for stage in stages:
         discharge(m, stage, 1 << a)
 
 

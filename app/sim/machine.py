@@ -169,6 +169,11 @@ class Machine:
         used = set().union(*(code.kinds for code in self.code)) - {None}
         present = [f for f in FAMILIES if used & set(f.handlers)]
         self.extra_movers = tuple(f.movers for f in present if f.movers)
+        self.hold_hooks = tuple(f.holds for f in present if f.holds)
+        self.forget_hooks = tuple(f.forget for f in present if f.forget)
+        self.read_hooks = tuple(f.reads for f in present if f.reads)
+        """Families whose state holds stages past a release, or knowledge of chunks, or
+        checks reads of values it writes asynchronously."""
         self.exit_sensitive = any(f.exits for f in present)
         """Whether an agent's exit can let another agent move (app/check/model.py)."""
         """Movers of the families this program uses, after the built-in ones."""
