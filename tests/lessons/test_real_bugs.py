@@ -49,6 +49,9 @@ BITES = [
     ("vllm_26026_named_barrier_arrive", {}, "early_return_arrive", {"deadlock": 3},
      {"deadlock"}),
     ("cutlass_3654_lane_parity", {}, "no_syncwarp", {"deadlock": 22}, {"deadlock"}),
+    ("triton_1278_wgmma_release", {}, "wait_pendings_one", {"overwrite": 22}, {"overwrite"}),
+    ("triton_1278_wgmma_release", {"stages": 3, "tiles": 4}, "wait_pendings_one",
+     {"overwrite": 27}, {"overwrite"}),
 ]
 
 # Where the report says the bug hides: the toggle is safe there.
@@ -81,6 +84,8 @@ CORRECT = [
     ("flashkda_24_empty_sequence_fence", {"tiles": 2}),
     ("vllm_26026_named_barrier_arrive", {"k_blocks": 1, "tiles": 3}),
     ("cutlass_3654_lane_parity", {"tiles": 3}),
+    ("triton_1278_wgmma_release", {"stages": 1, "tiles": 3}),
+    ("triton_1278_wgmma_release", {"stages": 3, "tiles": 4}),
 ]
 
 
