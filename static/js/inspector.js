@@ -302,16 +302,43 @@ function currentUrl() {
   return `${location.origin}${urlFor(config, player ? player.frame.step : config.step || 0)}`;
 }
 
-function embedCode() {
+function embedSrc() {
   const dialog = document.getElementById("embed-dialog");
   const panels = [...dialog.querySelectorAll('input[name="panels"]:checked')].map((b) => b.value);
   const extra = panels.length && panels.length < 6 ? {panels: panels.join(",")} : {};
   if (predictor.on) extra.predict = "1";
   const query = configToQuery(stateConfig(player ? player.frame.step : 0), {extra});
-  const src = `${location.origin}/embed/${scenario.id}${query ? `?${query}` : ""}`;
+  return `${location.origin}/embed/${scenario.id}${query ? `?${query}` : ""}`;
+}
+
+const EMBED_WIDTH = 700;
+
+/** The height the embed of `src` takes at 700 px wide: it is loaded, out of sight, in a frame of
+ *  that width, and posts its height as it does on a lesson page. */
+function measureEmbed(src) {
+  return new Promise((resolve) => {
+    const frame = h("iframe", {src, title: "measuring the embed", "aria-hidden": "true", tabindex: "-1",
+      style: `position:absolute;left:-10000px;top:0;width:${EMBED_WIDTH}px;height:561px;border:0`});
+    let settle = null;
+    let height = null;
+    const done = () => { removeEventListener("message", onMessage); frame.remove(); resolve(height); };
+    const onMessage = (event) => {
+      if (event.source !== frame.contentWindow || !event.data || event.data.type !== "mbarrier-inspector:height") return;
+      height = event.data.height;
+      clearTimeout(settle);
+      settle = setTimeout(done, 800);  // the last height once the panels are drawn
+    };
+    addEventListener("message", onMessage);
+    setTimeout(() => { if (height === null) done(); }, 20000);
+    document.body.append(frame);
+  });
+}
+
+function embedCode(height = 480) {
+  const src = embedSrc();
   const title = `${scenario.title}: mbarrier-inspector`;
   // The embed posts its height; the snippet resizes the iframe that sent it.
-  return `<iframe src="${src.replaceAll("&", "&amp;")}" title="${title}" width="100%" height="480" ` +
+  return `<iframe src="${src.replaceAll("&", "&amp;")}" title="${title}" width="100%" height="${height}" ` +
     'style="border:0" loading="lazy" data-mbarrier-inspector></iframe>\n' +
     `<script>addEventListener("message",function(e){if(e.origin!=="${location.origin}"||!e.data||e.data.type!=="mbarrier-inspector:height")return;` +
     'document.querySelectorAll("iframe[data-mbarrier-inspector]").forEach(function(f){if(f.contentWindow===e.source)f.style.height=e.data.height+"px";});});</script>';
@@ -475,7 +502,24 @@ const embedButton = document.getElementById("copy-embed");
 if (embedButton) {
   const dialog = document.getElementById("embed-dialog");
   const area = document.getElementById("embed-code");
-  const refresh = async () => { area.value = embedCode(); await copyText(area.value); };
+  const note = dialog.querySelector("[data-embed-height]");
+  let asked = 0;
+  const refresh = async () => {
+    area.value = embedCode();
+    await copyText(area.value);
+    const mine = ++asked;
+    note.textContent = "Measuring the height these panels need…";
+    delete note.dataset.embedHeight;
+    const height = await measureEmbed(embedSrc());
+    if (mine !== asked) return;
+    if (!height) { note.textContent = "The embed did not report its height: the code sets 480 px and resizes itself."; return; }
+    note.dataset.embedHeight = String(height);
+    note.textContent = `These panels need ${height.toLocaleString("en-US")} px at ${EMBED_WIDTH} px wide: the code sets that ` +
+      "height (and resizes itself as the content changes). In a frame under 560 px tall the agents sit beside the " +
+      "barriers and the timeline folds under its heading.";
+    area.value = embedCode(height);
+    await copyText(area.value);
+  };
   embedButton.addEventListener("click", async () => {
     dialog.showModal();
     await refresh();
