@@ -11,11 +11,11 @@ import re
 import zlib
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, ROOT
+from tests.browser.server import HTTP
 
 pytestmark = pytest.mark.browser
 
@@ -76,7 +76,7 @@ def ready_inspector(page, path: str, step: int) -> None:
 def diagnostic_step(base_url: str, scenario: dict) -> tuple[str, int] | None:
     """The first bug toggle of `scenario` and the first step with a diagnostic in its run."""
     for bug in scenario["bugs"]:
-        doc = httpx.get(f"{base_url}/api/v1/traces/{scenario['id']}",
+        doc = HTTP.get(f"{base_url}/api/v1/traces/{scenario['id']}",
                         params={"bugs": bug, "snapshots": "false"}, timeout=60).json()
         if doc.get("diagnostics"):
             return bug, doc["diagnostics"][0]["step"]
@@ -93,7 +93,7 @@ def fragment(state: dict) -> str:
 def test_every_inspector_meets_wcag_aa(scheme_page, axe_source, base_url):
     page, scheme = scheme_page
     found: dict = {}
-    scenarios = httpx.get(f"{base_url}/api/v1/scenarios", timeout=30).json()["scenarios"]
+    scenarios = HTTP.get(f"{base_url}/api/v1/scenarios", timeout=30).json()["scenarios"]
     for scenario in scenarios:
         ready_inspector(page, f"/scenarios/{scenario['id']}", 0)
         audit(page, axe_source, found, f"{scenario['id']} at step 0")
@@ -121,7 +121,7 @@ def test_the_other_pages_meet_wcag_aa(scheme_page, axe_source, base_url, tmp_pat
     page.goto("/author")
     expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile(r"^[0-9a-f]{64}$"))
     audit(page, axe_source, found, "/author")
-    source = httpx.get(f"{base_url}/api/v1/scenarios/single_barrier", timeout=30).json()["source"]
+    source = HTTP.get(f"{base_url}/api/v1/scenarios/single_barrier", timeout=30).json()["source"]
     page.goto("/p#" + fragment({"source": source, "title": "One barrier",
                                 "bugs": ["forget_phase_toggle"], "step": 13}))
     expect(page.locator("#inspector")).to_have_attribute("data-ran", re.compile(r"^[0-9a-f]{64}$"))
@@ -133,7 +133,7 @@ def test_the_other_pages_meet_wcag_aa(scheme_page, axe_source, base_url, tmp_pat
     audit(page, axe_source, found, "/barrier")
     page.goto("/reference/language")
     audit(page, axe_source, found, "/reference/language")
-    lesson = httpx.get(f"{base_url}/export/single_barrier",
+    lesson = HTTP.get(f"{base_url}/export/single_barrier",
                        params={"bugs": "forget_phase_toggle", "step": 13}, timeout=60)
     assert lesson.status_code == 200
     exported = tmp_path / "lesson.html"

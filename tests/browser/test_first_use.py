@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import re
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, shot
+from tests.browser.server import HTTP
 from tests.browser.test_author import copied, open_author, run_source, sha
 from tests.browser.test_inspector import expect_step, now_line, open_inspector
 
@@ -339,8 +339,8 @@ def test_the_language_reference_is_served_and_linked_from_author(page, base_url)
     expect(page.locator('article[data-reference="semantics"] h1')).to_be_visible()
     expect(page.locator('nav.reference-nav [aria-current="page"]')).to_have_attribute(
         "href", "/reference/semantics")
-    assert httpx.get(f"{base_url}/reference/nothing", timeout=30).status_code == 404
-    docs = httpx.get(f"{base_url}/docs", timeout=30)
+    assert HTTP.get(f"{base_url}/reference/nothing", timeout=30).status_code == 404
+    docs = HTTP.get(f"{base_url}/docs", timeout=30)
     assert docs.status_code == 200 and "swagger-ui" in docs.text  # /docs stays the OpenAPI UI
     shot(page, "first-use-08-reference")
 
