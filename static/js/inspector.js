@@ -168,6 +168,7 @@ async function load(next, {push = false} = {}) {
   if (checkBox) { checkBox.hidden = true; checkBox.replaceChildren(); }
   if (player) player.close();
   root.dataset.session = session.id;
+  timelineDoc = null;
   view.setLayout(makeLayout(session.layout, session.scenario));
   setDiagnostics(session.diagnostics, session);
   picks = session.picks;
@@ -233,11 +234,25 @@ function showProblems() {
     "Everything else in the link was kept.");
 }
 
+let timelineDoc = null;   // the run's steps without snapshots, as the timeline last drew them
+let timelineSeq = 0;
+
+/** The timeline after the run changed. A move (a pick, a manual step) changes the run from the
+ *  cursor's step on: the steps before it are kept and only the rest is fetched (a challenge's
+ *  114 moves re-fetched the whole trace each time: 3.6 MB). */
 async function refreshTimeline(id) {
+  const seq = ++timelineSeq;
+  const from = timelineDoc && player ? Math.max(1, Math.min(player.frame.step, timelineDoc.total_steps + 1)) : 1;
   try {
-    const doc = await api.sessionTrace(id, {snapshots: false});
-    view.setTimeline(timelineOf(doc));
+    const doc = await api.sessionTrace(id, {from, snapshots: false});
+    if (seq !== timelineSeq) return;
+    const whole = from === 1 ? doc : {...doc, initial: timelineDoc.initial, window: undefined,
+                                      steps: timelineDoc.steps.filter((s) => s.step < from).concat(doc.steps)};
+    timelineDoc = {...whole, diagnostics: runDiagnostics};
+    view.setTimeline(timelineOf(timelineDoc));
   } catch (err) {
+    if (seq !== timelineSeq) return;
+    timelineDoc = null;
     view.setTimeline(null);
   }
 }

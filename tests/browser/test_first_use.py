@@ -478,3 +478,21 @@ def test_copy_embed_code_states_the_height_the_panels_need(page):
     fewer = int(note.get_attribute("data-embed-height"))
     assert fewer < every, (fewer, every)
     expect(page.locator("#embed-code")).to_have_value(re.compile(f'height="{fewer}"'))
+
+
+# ------------------------------------- item 10: a manual move fetches only what it changed
+
+def test_manual_moves_fetch_the_timeline_from_the_move_on(page):
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/trace?" in r.url else None)
+    open_inspector(page, "/scenarios/single_barrier?schedule=manual")
+    for step in range(1, 6):
+        page.locator('button[data-mover]:enabled').first.click()
+        expect_step(page, step)
+        expect(page.locator(".counter .total")).to_have_text(str(step))
+    page.wait_for_function("n => document.querySelectorAll('.timeline svg').length > 0", arg=1)
+    starts = [int(re.search(r"from=(\d+)", url).group(1)) for url in asked]
+    assert starts and starts[-1] > 1, starts  # not the whole run again
+    assert starts == sorted(starts), starts
+    svg = page.locator('[data-run="main"] .timeline svg')
+    expect(svg).to_have_attribute("aria-label", re.compile(r"over 5 steps"))
