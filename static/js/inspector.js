@@ -326,84 +326,13 @@ function embedSrc() {
   return `${location.origin}/embed/${scenario.id}${query ? `?${query}` : ""}`;
 }
 
-const EMBED_WIDTH = 700;
-
-/** The height the embed of `src` takes at 700 px wide: it is loaded, out of sight, in a frame of
- *  that width, and posts its height as it does on a lesson page. */
-function measureEmbed(src) {
-  return new Promise((resolve) => {
-    const frame = h("iframe", {src, title: "measuring the embed", "aria-hidden": "true", tabindex: "-1",
-      style: `position:absolute;left:-10000px;top:0;width:${EMBED_WIDTH}px;height:561px;border:0`});
-    let settle = null;
-    let height = null;
-    const done = () => { removeEventListener("message", onMessage); frame.remove(); resolve(height); };
-    const onMessage = (event) => {
-      if (event.source !== frame.contentWindow || !event.data || event.data.type !== "mbarrier-inspector:height") return;
-      height = event.data.height;
-      clearTimeout(settle);
-      settle = setTimeout(done, 800);  // the last height once the panels are drawn
-    };
-    addEventListener("message", onMessage);
-    setTimeout(() => { if (height === null) done(); }, 20000);
-    document.body.append(frame);
-  });
-}
-
-function embedCode(height = 480) {
-  const src = embedSrc();
-  const title = `${scenario.title}: mbarrier-inspector`;
-  // The embed posts its height; the snippet resizes the iframe that sent it.
-  return `<iframe src="${src.replaceAll("&", "&amp;")}" title="${title}" width="100%" height="${height}" ` +
-    'style="border:0" loading="lazy" data-mbarrier-inspector></iframe>\n' +
-    `<script>addEventListener("message",function(e){if(e.origin!=="${location.origin}"||!e.data||e.data.type!=="mbarrier-inspector:height")return;` +
-    'document.querySelectorAll("iframe[data-mbarrier-inspector]").forEach(function(f){if(f.contentWindow===e.source)f.style.height=e.data.height+"px";});});</script>';
-}
-
 // ------------------------------------------------------------------------ the check button
 
+/** "Check every schedule": its module (the request and the verdict) loads on first use. */
 async function runCheck() {
-  const box = document.getElementById("check-result");
-  const button = document.getElementById("check-button");
-  box.hidden = false;
-  box.replaceChildren(Object.assign(document.createElement("p"), {textContent: "Exploring every schedule…"}));
-  button.disabled = true;
-  try {
-    const result = await api.check({scenario: scenario.id, params: config.params, bugs: config.bugs,
-                                    max_states: 200000, timeout_s: 10});
-    showCheck(box, result);
-  } catch (err) {
-    box.replaceChildren(Object.assign(document.createElement("p"), {
-      className: "error", textContent: err.status === 404 ? "This server has no schedule checker."
-        : `The check failed: ${err.field ? `${err.field}: ` : ""}${err.message}`}));
-  } finally {
-    button.disabled = false;
-  }
-}
-
-function showCheck(box, result) {
-  const verdicts = {safe: "✓ safe under every schedule", unsafe: "✗ unsafe: some schedule breaks it",
-                    inconclusive: "? inconclusive: a limit stopped the search"};
-  const items = result.violations.map((v) => {
-    const failing = (v.trace.diagnostics.find((d) => d.kind === v.kind) || {}).step || v.steps;
-    return h("li", {dataset: {violation: v.kind}}, h("b", {}, v.kind), ` in ${v.steps} steps `,
-      h("button", {type: "button", onclick: () => loadCounterexample(v.trace, failing)},
-        "Load this counterexample"));
-  });
-  const limits = {max_states: `the state limit (${((result.limits || {}).max_states || 0).toLocaleString("en-US")} states)`,
-                  timeout: `the time limit (${(result.limits || {}).timeout_s} s)`,
-                  timeout_s: `the time limit (${(result.limits || {}).timeout_s} s)`,
-                  memory: "the memory limit"};
-  const stopped = (result.verdict === "inconclusive" || result.complete === false) && result.stopped_by
-    ? h("p", {class: "stopped-by", dataset: {stoppedBy: result.stopped_by}},
-      `Stopped by ${limits[result.stopped_by] || result.stopped_by}: every schedule of at most ${result.depth} steps was checked, longer ones were not.`)
-    : null;
-  // replaceChildren() would print a null child as the text "null".
-  box.replaceChildren(...[
-    h("p", {class: `verdict verdict-${result.verdict}`, dataset: {verdict: result.verdict}},
-      h("b", {}, verdicts[result.verdict] || result.verdict),
-      ` — ${result.states_explored.toLocaleString("en-US")} states in ${result.elapsed_s.toFixed(2)} s`),
-    stopped,
-    items.length ? h("ul", {class: "violations"}, items) : null].filter(Boolean));
+  const {runCheck: run} = await import("./checkview.js");
+  return run({scenario, config, box: document.getElementById("check-result"),
+              button: document.getElementById("check-button"), load: loadCounterexample});
 }
 
 function loadCounterexample(trace, step) {
@@ -515,33 +444,14 @@ if (compareLink) {
 }
 const embedButton = document.getElementById("copy-embed");
 if (embedButton) {
-  const dialog = document.getElementById("embed-dialog");
-  const area = document.getElementById("embed-code");
-  const note = dialog.querySelector("[data-embed-height]");
-  let asked = 0;
-  const refresh = async () => {
-    area.value = embedCode();
-    await copyText(area.value);
-    const mine = ++asked;
-    note.textContent = "Measuring the height these panels need…";
-    delete note.dataset.embedHeight;
-    const height = await measureEmbed(embedSrc());
-    if (mine !== asked) return;
-    if (!height) { note.textContent = "The embed did not report its height: the code sets 480 px and resizes itself."; return; }
-    note.dataset.embedHeight = String(height);
-    note.textContent = `These panels need ${height.toLocaleString("en-US")} px at ${EMBED_WIDTH} px wide: the code sets that ` +
-      "height (and resizes itself as the content changes). In a frame under 560 px tall the agents sit beside the " +
-      "barriers and the timeline folds under its heading.";
-    area.value = embedCode(height);
-    await copyText(area.value);
-  };
+  // "Copy embed code" loads its module (the snippet, the height measure) on first use only.
+  let loaded = null;
   embedButton.addEventListener("click", async () => {
-    dialog.showModal();
-    await refresh();
-    toast(toastNode, "Embed code copied");
+    loaded = loaded || import("./embedcode.js").then(({bindEmbedDialog}) => bindEmbedDialog({
+      dialog: document.getElementById("embed-dialog"), src: embedSrc, title: `${scenario.title}: mbarrier-inspector`,
+      copy: copyText, done: () => toast(toastNode, "Embed code copied")}));
+    (await loaded).open();
   });
-  dialog.addEventListener("change", refresh);
-  document.getElementById("embed-copy-again").addEventListener("click", refresh);
 }
 const checkButton = document.getElementById("check-button");
 if (checkButton) checkButton.addEventListener("click", runCheck);
