@@ -12,7 +12,7 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from app.capture.ship import DIFFERENCES
+from app.capture.ship import DIFFERENCES  # noqa: E402
 from app.replay import routes  # noqa: E402
 from app.replay.routes import router  # noqa: E402
 
