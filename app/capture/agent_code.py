@@ -279,8 +279,9 @@ class AgentWriter:
         self._cluster("mbarrier_init_fence")
 
     def _setmaxnreg(self, a) -> None:
-        raise CodegenError(f"`{self.node.op}` is executed by a warpgroup; the generator runs "
-                           "each agent as one warp")
+        raise CodegenError(f"`{self.node.op}`: the generator cannot yet make the kernel's "
+                           "per-thread register count the program's `registers N` (ptxas picks "
+                           "it), so the CTA's pool would not be the engine's")
 
     def _arrive_like(self, a, kind: str, call: str) -> None:
         dest, bar, count = a

@@ -113,3 +113,10 @@ def test_an_agent_of_four_warps_runs_as_a_warpgroup():
     assert "__launch_bounds__(160, 1)" in text
     assert "case 0: return 0;" in text and "c.lane = (threadIdx.x & 31) + 32 * warp_sub(warp);" \
         in text
+
+
+def test_setmaxnreg_is_refused_with_its_reason():
+    text = ("registers 168;\nagent p warps 4 { setmaxnreg.dec.sync.aligned.u32 24; }\n"
+            "agent c warps 4 { setmaxnreg.inc.sync.aligned.u32 240; }\n")
+    with pytest.raises(CodegenError, match="register count the program's `registers N`"):
+        kernel(text)
