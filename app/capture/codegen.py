@@ -20,10 +20,13 @@ build: the same lines, nothing recorded).
 
 from __future__ import annotations
 
+from math import prod
+
 from app.sim.program import Program
 
 from .agent_code import AgentWriter
 from .kernel_layout import (  # noqa: F401 - the names other modules import from here
+    ASYNC_KINDS,
     COMPILE_OPTIONS,
     ERROR_OPERAND_RANGE,
     ERROR_OUT_OF_BOUNDS,
@@ -76,7 +79,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
                    f"{lay.tensor_tiles[t] + elements - 1})")
     out.append("")
     used = {getattr(n, "kind", None) for agent in program.agents for n in agent.nodes}
-    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS
+    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS + ASYNC_KINDS
                if name in used)
     out.append(f"#define N_AGENTS {len(program.agents)}")
     out.append(f"#define GMEM_CTA_BYTES {lay.gmem_cta_bytes}ull")
@@ -136,6 +139,28 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     out.append("    return c.gmem;")
     out.append("}")
     out.append("")
+    if lay.warp_agent:
+        out.append("// Warps of a CTA: the agent each runs (`warps N`: N of them; -1 pads a "
+                   "warpgroup), and which of its warps it is.")
+        for what, values in (("warp_agent", lay.warp_agent),
+                             ("warp_sub", _subs(lay.warp_agent))):
+            out.append(f"__device__ __forceinline__ int {what}(u32 w) {{")
+            out.append("    switch (w) {")
+            out.extend(f"    case {i}: return {v};" for i, v in enumerate(values))
+            out.append("    default: return -1;")
+            out.append("    }")
+            out.append("}")
+            out.append("")
+        out.extend(WGMMA_HELPERS.splitlines())
+        grouped = {"block": f"{lay.threads}",
+                   "lane": "(threadIdx.x & 31) + 32 * warp_sub(warp)",
+                   "local_slot": "(u32)warp_agent(warp)",
+                   "slot": "warp_agent(warp) < 0 ? 0xFFFFFFFFu : slot"}
+    else:
+        grouped = {"block": "32 * AGENTS_PER_CTA", "lane": "threadIdx.x & 31",
+                   "local_slot": "warp", "slot": "slot"}
+    for i, (t, box) in enumerate(lay.tensor_maps):
+        out.extend(_box_check(i, box, lay.tensor_tiles[t]).splitlines())
     agents = []
     for slot in range(len(program.agents)):
         agents.extend(AgentWriter(program, lay, slot).write())
@@ -148,7 +173,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
         ending = ending.replace("__syncthreads();", (
             f'asm volatile("barrier.sync {NAMED_BARRIER_EXIT};" ::: "memory");  // the program '
             "may use the other named barriers, and lanes reach it one by one"))
-    kernel = KERNEL % {"inits": _inits(program, lay),
+    kernel = KERNEL % {**grouped, "inits": _inits(program, lay),
                          "exit": ending,
                          "stage_words": sum(s.bytes for s in program.stages) // 4,
                          "stage_first": lay.stage_offsets[0] if lay.stage_offsets else 0,
@@ -161,6 +186,75 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     out.append(kernel)
     return "\n".join(out) + "\n"
 
+
+WGMMA_HELPERS = r"""
+// A wgmma matrix descriptor (PTX 9.7.15.5.1.2) of a stage: its shared address, leading and
+// stride byte offsets of 128 and 256 (8x16-byte core matrices, no swizzle).
+__device__ __forceinline__ u64 wgmma_desc(u32 addr) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(128 >> 4) << 16) | ((u64)(256 >> 4) << 32);
+}
+"""
+
+
+def _box_check(i: int, box, first: int) -> str:
+    """`check_tile` for the boxes of a tensor map: a word of the box outside the tensor holds
+    the TMA's zero fill (PTX 5.5.3.3: the copy writes it; the cuTensorMap asks for zeros)."""
+    elem = box.nbytes // prod(box.box)
+    words = [box.box[0] * elem // 4, *box.box[1:]]
+    extent = [box.shape[0] * elem // 4, *box.shape[1:]]
+    grid = box.grid
+    lines = [f"// The boxes of tensor map {box.name} ({' x '.join(map(str, box.shape))} "
+             f"elements of {elem} bytes, boxes of {' x '.join(map(str, box.box))}).",
+             f"__device__ __forceinline__ u32 box_oob_{i}(u32 tile, u32 w) {{",
+             f"    u32 k = tile - {first}u, rest = w;"]
+    for bw, n, g in zip(words, extent, grid, strict=True):
+        lines.append(f"    {{ const u32 g = k % {g}u, x = rest % {bw}u; k /= {g}u; rest /= {bw}u;"
+                     f" if (g * {bw}u + x >= {n}u) return 1; }}")
+    lines += ["    return 0;", "}", "",
+              f"__device__ __forceinline__ Check check_box_{i}(const u32* p, u32 words, "
+              "u32 chunk_words, u32 tile, u32 first, u32 cta_base) {",
+              "    u32 lane = threadIdx.x & 31;",
+              "    u32 chunks = words / chunk_words;",
+              "    u64 bad_chunks = 0, stale = 0, never = 0;",
+              "    u32 bad = 0;",
+              "    u32 want_tag = (cta_base + tile) & 0xFFFFu;",
+              "    for (u32 w = lane; w < words; w += 32) {",
+              "        u32 v = ((volatile const u32*)p)[w];",
+              "        if (v == ((want_tag << 16) | (w & 0xFFFFu))) continue;",
+              f"        if (v == 0 && box_oob_{i}(tile, w)) continue;  // the fill",
+              "        bad++;",
+              "        u64 bit = 1ull << (w / chunk_words);",
+              "        bad_chunks |= bit;",
+              "        if (v == POISON) { never |= bit; continue; }",
+              "        u32 t = ((v >> 16) - cta_base) & 0xFFFFu;",
+              "        if (t >= first && t < tile) stale |= bit;",
+              "    }",
+              "    for (int o = 16; o > 0; o >>= 1) {",
+              "        bad += __shfl_xor_sync(FULL_MASK, bad, o);",
+              "        bad_chunks |= __shfl_xor_sync(FULL_MASK, bad_chunks, o);",
+              "        stale |= __shfl_xor_sync(FULL_MASK, stale, o);",
+              "        never |= __shfl_xor_sync(FULL_MASK, never, o);",
+              "    }",
+              "    Check c;",
+              "    u64 all = chunks >= 64 ? ~0ull : ((1ull << chunks) - 1);",
+              "    c.ok = all & ~bad_chunks;",
+              "    c.stale = stale;",
+              "    c.never = never;",
+              "    c.bad = bad;",
+              "    return c;",
+              "}", ""]
+    return "\n".join(lines)
+
+
+def _subs(warp_agent: tuple[int, ...]) -> tuple[int, ...]:
+    """Each warp's place in its agent's warpgroup (0 for a one-warp agent and for padding)."""
+    out, seen = [], {}
+    for agent in warp_agent:
+        k = seen.get(agent, 0) if agent >= 0 else 0
+        out.append(k)
+        if agent >= 0:
+            seen[agent] = k + 1
+    return tuple(out)
 
 def _lane_helpers(program: Program) -> list[str]:
     """Where an agent runs as lanes (`lanes N`), each lane is one agent of the program: a warp

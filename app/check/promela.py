@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from app.sim.barrier import COUNT_LIMIT, TX_LIMIT
 from app.sim.config import PipelineConfig
+from app.sim.core import NO_TILE, TILE_SPAN, W_ASYNC, W_GENERIC, W_GENERIC_FENCED
 from app.sim.machine import Machine
-from app.sim.program import SINK, TC_FENCED, Assign, Branch, Jump, Line, Ref
-from app.sim.smem import NO_TILE, TILE_SPAN, W_ASYNC, W_GENERIC, W_GENERIC_FENCED
+from app.sim.program import SINK, TC_FENCED, WAIT_BLOCKS, Branch, Jump, Line, Ref
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = 0, 1, 2, 3
 STATUS = {"running": RUNNING, "done": DONE, "deadlock": DEADLOCK, "undefined_behavior": UNDEFINED}
@@ -42,13 +42,17 @@ EXPORTED = {"init", "inval", "arrive", "arrive_drop", "arrive_expect_tx", "expec
             "complete_tx", "wait_parity", "assign", "load", "store", "commit_group",
             "wait_group", "proxy_fence", "ld_shared", "st_shared", "ld_global"}
 NF = 11
-"""Fields of an in-flight copy (app.sim.copies: OP_DIR .. OP_SERIAL)."""
+"""Fields of an in-flight copy (app.sim.core: OP_DIR .. OP_SERIAL)."""
 (F_DIR, F_TILE, F_STAGE, F_BAR, F_NEXT, F_END, F_AGENT, F_GROUP, F_FLAGGED, F_WRITING,
  F_SERIAL) = range(NF)
 WORD = 30
 """Bits per word of a bit set (knowledge, stage barriers, generic reads)."""
 CONTROL_LIMIT = 10_000
 MAX_OPS = 64
+ANY = 255
+COUNT = 254
+"""`MBI_QUERY=254`: the COUNT variant at run time (no settling move), in the same pan."""
+"""`MBI_QUERY=255`: every kind armed (the first diagnostic of any kind stops pan)."""
 
 
 class NotExported(ValueError):
@@ -177,7 +181,11 @@ class Exporter:
                     self._refuse(agent, node)
         self.na, self.nb, self.ns = m.n_agents, m.n_bars, m.n_stages
         self.nch = m.n_chunk_bits
-        self.kbits = m.n_chunk_bits + self.nb
+        self.kbits = m.n_chunk_bits + 2 * self.nb
+        """Knowledge bits (app/sim/ordering.py): chunks, then per barrier its phase 0 begun,
+        then per barrier its last `mbarrier.init` known (`init_bit`)."""
+        self.stores_read = any(isinstance(n, Line) and n.kind == "store"
+                               for a in p.agents for n in a.nodes)
         self.wk = _words(self.kbits)
         self.wb = _words(self.nb)
         self.ws = _words(self.ns)
@@ -195,10 +203,11 @@ class Exporter:
                                                  for n in a.nodes))
         multicast = any(isinstance(n, Line) and n.kind == "load" and n.args[5] is not None
                         for a in p.agents for n in a.nodes)
-        self.max_ops = max_ops or max(1, min(MAX_OPS, max(1, self.ns) * (1 + storers)
-                                             * (p.cluster if multicast else 1)))
-        """Room for copies in flight (every stage loading, each storer storing every stage);
-        pan stops at `assert(NOPS < NOPSMAX)` past it and the runner doubles it."""
+        self.max_ops = max_ops or max(2, min(MAX_OPS, self.ns * (p.cluster if multicast else 1)
+                                             + storers))
+        """Room for copies in flight (every stage loading, a store of each storer); pan stops
+        at `assert(NOPS < NOPSMAX)` past it and the runner doubles it (each slot is two
+        options of pan's loop, so a tight table keeps pan.c small)."""
         self.tmp = 0
         self.options: dict[int, list[str]] = {}
 
@@ -273,7 +282,7 @@ class Exporter:
                 "#ifdef QUERY", "#define READ_QUERY QV = QUERY;", "#else",
                 "#define READ_QUERY c_code { now.QV = getenv(\"MBI_QUERY\") ? "
                 "atoi(getenv(\"MBI_QUERY\")) : 0; };",
-                "#endif", "#define DIAG(k) assert(QV != k)",
+                "#endif", f"#define DIAG(k) assert(QV != k && QV != {ANY})",
                 f"#define NA {self.na}", f"#define NB {max(self.nb, 1)}",
                 f"#define NOPSMAX {self.max_ops}"]
         out += self._tables()
@@ -305,6 +314,7 @@ class Exporter:
             self.table("STAGE_CTA", [s.cta for s in stages]),
             self.table("RELEASABLE", [int(s.release is not None) for s in stages]),
             self.table("BAR_CTA", [b.cta for b in p.barriers]),
+            self.table("INIT_BY_LINE", [int(b.init_count is None) for b in p.barriers]),
             self.table("TOFF", self.toff),
             self.table("AGENT_CTA", [a.cta for a in p.agents]),
             f"#define DENSE(t) (((t) % {TILE_SPAN}) + TOFF((t) / {TILE_SPAN}))",
@@ -455,6 +465,22 @@ class Exporter:
             f"OWED[s * {self.nt} + i4] & ~(bits); i4++ :: else -> break od",
             "}",
             self._release_inline(),
+            # core.init_known: an access ordered after a program's own mbarrier.init
+            "inline init_known(a, b) {",
+            f"  if :: INIT_BY_LINE(b) && !(KN[a * {wk} + BITW({self.nch + nb} + b)] & "
+            f"BITM({self.nch + nb} + b)) ->",
+            f"    KN[a * {wk} + BITW({self.nch + nb} + b)] = KN[a * {wk} + BITW({self.nch + nb}"
+            f" + b)] | BITM({self.nch + nb} + b); DIAG(ORDERING_RACE)",
+            "  :: else -> skip fi",
+            "}",
+            # core.unread_by_store: a write over chunks [first, end) a store has not read
+            "inline unread_by_store(s, first, end) {",
+            "  i2 = 0; ok = 0;",
+            "  do :: i2 < NOPS && !ok -> if :: OP[i2 * 11] == 1 && OP[i2 * 11 + 2] == s && "
+            "!OP[i2 * 11 + 9] && OP[i2 * 11 + 4] < end && OP[i2 * 11 + 5] > first -> ok = 1; "
+            "DIAG(OVERWRITE) :: else -> skip fi; i2++",
+            "  :: else -> break od",
+            "}",
             # remote_access(from, to)
             "inline remote_access(from, to) {",
             "  if :: from != to && EXITED(to) -> DIAG(REMOTE_AFTER_EXIT); ST = 3"
@@ -526,6 +552,7 @@ class Exporter:
             f"        if :: t4 != OP[k * 11 + 1] && t4 >= 0 && {owed_old} != 0 && "
             "!(OP[k * 11 + 8] & 1) -> OP[k * 11 + 8] = OP[k * 11 + 8] | 1; DIAG(OVERWRITE)",
             "        :: else -> skip fi;",
+            *(["        unread_by_store(t2, t3, t3 + 1);"] if self.stores_read else []),
             f"        CH_tile[t5] = OP[k * 11 + 1]; CH_w[t5] = {W_ASYNC};",
             f"        CAR[t1 * {wk} + BITW(t5)] = CAR[t1 * {wk} + BITW(t5)] | BITM(t5);",
             "        if :: hold -> HELD[t1] = HELD[t1] + CHUNK_BYTES(t2)",
@@ -575,8 +602,8 @@ class Exporter:
             code = _Code()
             self.tmp = 0
             self._line(code, a, i, node)
-            code.add(f"if :: ST == {RUNNING} -> {pc} = {i + 1}; follow_{a}() "
-                     ":: else -> skip fi")
+            code.add(f"if :: ST == {RUNNING} -> {pc} = {i + 1} :: else -> skip fi;")
+            code.add(*self._follow(a, i + 1))
             bodies.append((i, code.done()))
         en = " && ".join([f"({pc} < {end})", *blocked])
         out = [f"#define EN_{a} ({en})"]
@@ -585,16 +612,32 @@ class Exporter:
             out += [f"inline step_{a}_{i}() {{", "    " + "\n    ".join(body), "}"]
             guard = f"{pc} == {i}" + (f" && ({conds[i]})" if i in conds else "")
             self.options[a].append(f":: d_step {{ ST == {RUNNING} && {guard} -> "
-                                   f"printf(\"MOVE a {a}\\n\"); step_{a}_{i}(); settle() }}")
-        out += self._follow(a)
+                                   f"printf(\"MOVE a {a}\\n\"); step_{a}_{i}() }}")
         return out
 
-    def _follow(self, a: int) -> list[str]:
-        """Machine._follow: control nodes until a line or the end."""
+    def _follow(self, a: int, start: int) -> list[str]:
+        """Machine._follow from node `start`: the control nodes reachable from there before a
+        line (only those: the code of every line's move stays small)."""
         nodes = self.program.agents[a].nodes
         pc = self.reg(a, 0)
+        todo, seen = [start], set()
+        while todo:
+            i = todo.pop()
+            if i >= len(nodes) or i in seen or isinstance(nodes[i], Line):
+                continue
+            seen.add(i)
+            node = nodes[i]
+            if isinstance(node, Jump):
+                todo.append(node.target)
+            elif isinstance(node, Branch):
+                todo += [i + 1, node.target]
+            else:
+                todo.append(i + 1)
+        if not seen:
+            return []
         opts = []
-        for i, node in enumerate(nodes):
+        for i in sorted(seen):
+            node = nodes[i]
             if isinstance(node, Jump):
                 opts.append(f"  :: {pc} == {i} -> {pc} = {node.target}")
             elif isinstance(node, Branch):
@@ -603,25 +646,24 @@ class Exporter:
                 code.add(f"if :: ({cond}) != 0 -> {pc} = {i + 1} :: else -> "
                          f"{pc} = {node.target} fi")
                 opts.append(f"  :: {pc} == {i} ->\n     " + "\n     ".join(code.done()))
-            elif isinstance(node, Assign):
+            else:
                 code = _Code()
                 for r, e in node.updates:
                     code.add(f"{self.reg(a, r)} = {self.expr(code, a, e)};")
                 code.add(f"{pc} = {i + 1}")
                 opts.append(f"  :: {pc} == {i} ->\n     " + "\n     ".join(code.done()))
-        lines = [i for i, n in enumerate(nodes) if isinstance(n, Line)]
-        stop = " || ".join([f"{pc} >= {len(nodes)}", *(f"{pc} == {i}" for i in lines)])
-        return [f"inline follow_{a}() {{", "  i1 = 0;", "  do",
-                f"  :: ST != {RUNNING} || {stop} -> break",
-                f"  :: ST == {RUNNING} && i1 >= {CONTROL_LIMIT} -> DIAG(UNDEFINED_BEHAVIOR);"
+        inside = " || ".join(f"{pc} == {i}" for i in sorted(seen))
+        return ["i1 = 0;", "do",
+                f":: ST != {RUNNING} || !({inside}) -> break",
+                f":: ST == {RUNNING} && i1 >= {CONTROL_LIMIT} -> DIAG(UNDEFINED_BEHAVIOR);"
                 f" ST = {UNDEFINED}; break",
-                f"  :: ST == {RUNNING} && i1 < {CONTROL_LIMIT} && !({stop}) -> i1++;",
-                "     if", *opts, "  :: else -> skip", "     fi", "  od", "}"]
+                f":: ST == {RUNNING} && i1 < {CONTROL_LIMIT} && ({inside}) -> i1++;",
+                "   if", *opts, "   :: else -> skip", "   fi", "od;", "skip;"]
 
     def _blocker(self, a: int, node: Line) -> str | None:
         if node.kind == "wait_parity":
-            dest, bar, parity, blocking = node.args
-            if not blocking:
+            dest, bar, parity, blocking, _hint = node.args
+            if blocking != WAIT_BLOCKS:
                 return None
             b = self._pure_index(a, bar)
             if b is None:
@@ -699,7 +741,10 @@ class Exporter:
                  f"OBS[{b}] = 1; LED[{b} * 3] = 0; LED[{b} * 3 + 1] = 0; LED[{b} * 3 + 2] = 0;",
                  f"forget_bit({self.nch} + {b});",
                  *[f"CAR[({side * max(self.nb, 1)} + {b}) * {self.wk} + {w}] = 0;"
-                   for side in range(4) for w in range(self.wk)])
+                   for side in range(4) for w in range(self.wk)],
+                 f"forget_bit({self.nch + self.nb} + {b});",
+                 f"KN[{a} * {self.wk} + BITW({self.nch + self.nb} + {b})] = KN[{a} * {self.wk} "
+                 f"+ BITW({self.nch + self.nb} + {b})] | BITM({self.nch + self.nb} + {b});")
 
     def _l_inval(self, code, a, node):
         (bar,) = node.args
@@ -717,6 +762,7 @@ class Exporter:
             code.add(f"{n} = {self.expr(code, a, count)};")
             code.ub(f"!(1 <= {n} && {n} <= {COUNT_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         self._arrival(code, a, b)
         code.add(f"release({a}, {b});", f"touch({a}, {b});",
                  f"order_release({a}, {b}, {self._order_flags(node)});")
@@ -740,6 +786,7 @@ class Exporter:
         code.add(f"{n} = {self.expr(code, a, nbytes)};")
         code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         code.ub(f"B_pend[{b}] < 1", "over_arrival")
         self._arrival(code, a, b)
         code.add(f"release({a}, {b});", f"touch({a}, {b});",
@@ -757,6 +804,7 @@ class Exporter:
         code.add(f"{n} = {self.expr(code, a, nbytes)};")
         code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         if self.program.cluster > 1:
             code.add(f"remote_access({self.program.agents[a].cta}, BAR_CTA({b}));",
                      f"if :: ST == {RUNNING} ->")
@@ -773,6 +821,7 @@ class Exporter:
         code.add(f"{n} = {self.expr(code, a, nbytes)};")
         code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
         self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
         if self.program.cluster > 1:
             code.add(f"remote_access({self.program.agents[a].cta}, BAR_CTA({b}));",
                      f"if :: ST == {RUNNING} ->")
@@ -783,7 +832,7 @@ class Exporter:
                  f"if :: !found -> tx_check({b}) :: else -> skip fi;")
 
     def _l_wait_parity(self, code, a, node):
-        dest, bar, parity_fn, blocking = node.args
+        dest, bar, parity_fn, blocking, _hint = node.args
         b = self.index(code, a, bar)
         par = self.t()
         code.add(f"{par} = {self.expr(code, a, parity_fn)};")
@@ -792,7 +841,7 @@ class Exporter:
         nb = max(self.nb, 1)
         w = f"{a * nb} + {b}"
         okv = self.t()
-        code.add(f"{okv} = ((B_phase[{b}] & 1) != {par});")
+        code.add(f"{okv} = ((B_phase[{b}] & 1) != {par});", f"init_known({a}, {b});")
         if dest != SINK:
             code.add(f"{self.reg(a, dest)} = {okv};")
         kbit = f"{self.nch} + {b}"
@@ -853,6 +902,9 @@ class Exporter:
             for c in range(ctas):
                 targets.append((f"({stage} + {(c - own) * stage_size})",
                                 f"({b} + {(c - own) * bar_size})", f"(({mask} >> {c}) & 1)"))
+        for _, bb, cond in targets:
+            code.add(f"init_known({a}, {bb});" if cond is None else
+                     f"if :: {cond} -> init_known({a}, {bb}) :: else -> skip fi;")
         for s, bb, cond in targets:
             body = [f"issue(0, {tile}, {s}, {bb}, {first}, {end}, {a}, 0);",
                     f"i3 = {first}; do :: i3 < {end} -> forget_bit(CHUNK_BASE({s}) + i3); i3++"
@@ -947,6 +999,8 @@ class Exporter:
             code.add(f"remote_access({self.program.agents[a].cta}, STAGE_CTA({s}));",
                      f"if :: ST == {RUNNING} ->")
             code.open += 1
+        if self.stores_read:
+            code.add(f"unread_by_store({s}, 0, NCHUNKS({s}));")
         code.add(f"i3 = 0; do :: i3 < NCHUNKS({s}) -> CH_tile[CHUNK_BASE({s}) + i3] = {tile};"
                  f" CH_w[CHUNK_BASE({s}) + i3] = {W_GENERIC};",
                  f"  forget_bit(CHUNK_BASE({s}) + i3); KN[{a} * {self.wk} + "
@@ -973,7 +1027,6 @@ class Exporter:
         return [
             f"#define ANY_ENABLED ({any_en})",
             "inline settle() {",
-            f"  if :: ST == {RUNNING} && !ANY_ENABLED ->",
             "    if :: " + " && ".join(
                 [f"{self.reg(a, 0)} >= {len(self.program.agents[a].nodes)}"
                  for a in range(self.na)] or ["1"]) + f" -> ST = {DONE}",
@@ -984,7 +1037,6 @@ class Exporter:
             "      :: else -> break od;",
             "      DIAG(DEADLOCK)",
             "    fi",
-            "  :: else -> skip fi",
             "}",
         ]
 
@@ -1008,13 +1060,19 @@ class Exporter:
         tma = []
         for k in range(self.max_ops):
             tma.append(f":: d_step {{ ST == {RUNNING} && {k} < NOPS -> "
-                       f"printf(\"MOVE t {k}\\n\"); tma_step({k}, 0); settle() }}")
+                       f"printf(\"MOVE t {k}\\n\"); tma_step({k}, 0) }}")
             tma.append(f":: d_step {{ ST == {RUNNING} && {self._can_hold(k)} -> "
-                       f"printf(\"MOVE h {k}\\n\"); tma_step({k}, 1); settle() }}")
+                       f"printf(\"MOVE h {k}\\n\"); tma_step({k}, 1) }}")
         init = "  d_step { READ_QUERY INIT_DONE = 1; " + " ".join(self.init) + " };"
         out = ["bit INIT_DONE;", "#ifndef LIVELOCK", "active proctype machine() {", init,
                "  do", *["  " + x for x in moves + tma],
-               "#ifndef COUNT", f"  :: ST == {DONE} || ST == {UNDEFINED} -> break", "#endif",
+               # Machine._settle as a move of its own (a function of the state, so COUNT leaves
+               # it out and SPIN's states stay the engine's): done, or a deadlock (pan's invalid
+               # end state) with its diagnostics.
+               "#ifndef COUNT",
+               f"  :: d_step {{ QV != {COUNT} && ST == {RUNNING} && !ANY_ENABLED -> "
+               "settle() }",
+               f"  :: QV != {COUNT} && (ST == {DONE} || ST == {UNDEFINED}) -> break", "#endif",
                "  od", "}", "#else"]
         # LIVELOCK: a process per agent and one for the TMA engine; the first initialises.
         for a in range(self.na):

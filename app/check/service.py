@@ -221,13 +221,13 @@ encoding (the search itself stops at `timeout_s`)."""
 QUEUE_SLACK_S = 0.3
 
 
-def check_within(until: float, fn: Callable, *rest):
+def check_within(until: float | None, fn: Callable, *rest):
     """`fn(*args, limits, report, cancel)` with the time left before `until` (wall clock) as its
     `timeout_s`, minus the grace: a check that waited for a worker still ends by its deadline.
     A wait of under `QUEUE_SLACK_S` keeps the asked limit: the grace covers it. The answer's
     `limits` are the ones asked for either way (the message says what stopped the search)."""
     *args, asked, report, cancel = rest
-    left = until - CHECK_GRACE_S - time.time()
+    left = asked.timeout_s if until is None else until - CHECK_GRACE_S - time.time()
     if left >= asked.timeout_s - QUEUE_SLACK_S:
         return fn(*args, asked, report, cancel)
     limits = replace(asked, timeout_s=max(left, 0.01))

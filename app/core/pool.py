@@ -161,18 +161,20 @@ def _release_memory() -> None:
 
 
 def _call(slot: int, fn: Callable, args: tuple, reporting: bool, cancellable: bool,
-          until: float | None = None, max_rss: int = 0):
-    """Run `fn(*args[, report, cancel])` in the worker, watched until `until` (wall clock) and
-    within `max_rss` bytes of resident memory; errors that carry a field come back as values
-    (an exception with extra constructor arguments does not survive pickling)."""
+          until: float | None = None, max_rss: int = 0, limit_s: float | None = None):
+    """Run `fn(*args[, report, cancel])` in the worker, watched until `until` (wall clock) or
+    `limit_s` after it starts, whichever comes first, and within `max_rss` bytes of resident
+    memory; errors that carry a field come back as values (an exception with extra
+    constructor arguments does not survive pickling)."""
     extra = ()
     if cancellable:
         extra = (_report(slot) if reporting else None, Flag(slot))
     _flags[len(_flags) // 2 + slot] = 1  # started: no longer waiting for a worker
     job = _job
     job.slot, job.max_rss, job.reason, job.cancelled_at = slot, max_rss, None, None
-    job.deadline = (float("inf") if until is None
-                    else time.monotonic() + max(0.0, until - time.time()))
+    now = time.monotonic()
+    job.deadline = min(float("inf") if until is None else now + max(0.0, until - time.time()),
+                       float("inf") if limit_s is None else now + limit_s)
     try:
         job.armed = True
         try:
@@ -216,6 +218,11 @@ class WorkPool:
         self.flags = None
         self.reports = None
         self.reader: threading.Thread | None = None
+
+    @property
+    def queued(self) -> bool:
+        """Whether a job submitted now would wait behind others for a worker."""
+        return self.running >= self.workers
 
     @property
     def running(self) -> int:
@@ -273,10 +280,11 @@ class WorkPool:
 
     async def run(self, fn: Callable, *args, progress: Callable | None = None,
                   cancellable: bool = False, until: float | None = None,
-                  start_by: float | None = None):
+                  start_by: float | None = None, limit_s: float | None = None):
         """`until`: the wall-clock time (`time.time()`) by which the job must end, else the
         pool's `timeout_s` from now; past it the job is stopped and this raises `Busy`.
-        `start_by`: a job still waiting for a worker then is dropped (`Busy` too)."""
+        `start_by`: a job still waiting for a worker then is dropped (`Busy` too). `limit_s`:
+        seconds the job may run once it has started."""
         if until is None and self.timeout_s is not None:
             until = time.time() + self.timeout_s
         with self.lock:
@@ -291,7 +299,8 @@ class WorkPool:
             if progress is not None:
                 self.listeners[slot] = (asyncio.get_running_loop(), progress)
             future = executor.submit(_call, slot, fn, args, progress is not None,
-                                     cancellable or progress is not None, until, self.max_rss)
+                                     cancellable or progress is not None, until, self.max_rss,
+                                     limit_s)
         except (OSError, BrokenProcessPool) as err:  # no process or shared memory to be had
             self._release(slot)
             self.reset()

@@ -172,7 +172,7 @@ def init_known(m, a: int, b: int, record: dict, what: str) -> None:
     `barrier.cluster.arrive.relaxed` and `barrier.cluster.wait` (PTX 9.7.13.4, 9.7.13.3).
     Unordered, the access races with the init: an `ordering_race`, reported once per agent
     and init."""
-    if m.program.barriers[b].init_count is not None:
+    if not m.inits_lines[b]:
         return
     bit = ordering.init_bit(m, b)
     if m.know[a] & bit:
@@ -192,7 +192,13 @@ def init_known(m, a: int, b: int, record: dict, what: str) -> None:
 def release(m, a: int, b: int) -> None:
     """An arrive on a stage's release barrier: agent `a` is done with the tiles of every stage
     that barrier releases."""
-    for stage in m.release_stages.get(b, ()):
+    stages = m.release_stages.get(b, ())
+    if m.hold_hooks:
+        held = 0
+        for hook in m.hold_hooks:
+            held |= hook(m, a, stages)
+        stages = tuple(s for s in stages if not held >> s & 1)
+    for stage in stages:
         discharge(m, stage, 1 << a)
 
 

@@ -75,7 +75,8 @@ def test_a_try_wait_that_may_fail_is_one_try_with_its_hint():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("agent p warps 4 { bar.sync 1, 128; }\n", "an agent of `warps 4` is not one warp"),
+    ("agent p warps 4 { int e = 0; elect.sync _|e, 0xffffffff; }\n",
+     "in an agent of `warps 4`: in the kernel each of its warps"),
     ("agent p { bar.sync 1; }\n", "without a thread count"),
     ("agent p { bar.sync 15, 32; }\n", "the kernel ends on barrier 15"),
 ])
@@ -105,18 +106,10 @@ def test_the_kernels_compile_with_nvcc_for_sm_90a(tmp_path, name):
     assert warnings == [], proc.stderr[-3000:]
 
 
-def test_lanes_run_as_the_threads_of_one_warp():
-    """`agent p lanes N`: lanes 0..N-1 of one warp each run their agent as one thread (what
-    lane 0 issues for a warp, each lane issues for itself); the warp's other lanes exit at
-    once, so its warp instructions name the modelled lanes' mask; a whole-warp agent beside it
-    keeps all 32 lanes."""
-    text = kernel((PROGRAMS / "elected_lane.pipe").read_text(), ["syncwarp_fix"])
-    assert "#define WARPS_PER_CTA 2" in text
-    assert "case 0: return lane < 2u ? 0u + lane : 0xFFFFFFFFu;" in text
-    assert "case 1: return 2u;" in text
-    lane1 = text[text.index("void agent_1("):text.index("void agent_2(")]
-    assert "c.lane == 0" not in lane1 and "FULL_MASK" not in lane1
-    assert "__syncwarp();" not in lane1
-    assert "elect.sync %0|P, 0x3;" in lane1 and 'bar.warp.sync 0x3;' in lane1
-    consumer = text[text.index("void agent_2("):]
-    assert "c.lane == 0" in consumer
+def test_an_agent_of_four_warps_runs_as_a_warpgroup():
+    """`warps 4` stands for 128 threads: the kernel runs the agent as four warps (the first
+    issues and logs), so its named-barrier arrival counts 128 threads, as the engine does."""
+    text = kernel("agent p warps 4 { bar.sync 1, 160; }\nagent q { bar.sync 1, 160; }\n")
+    assert "__launch_bounds__(160, 1)" in text
+    assert "case 0: return 0;" in text and "c.lane = (threadIdx.x & 31) + 32 * warp_sub(warp);" \
+        in text

@@ -128,13 +128,18 @@ class _Job:
         self.fn, self.work = check_job, (scenario, cfg, self.limits)
 
     def args(self) -> tuple:
-        """What the pool runs: the check with the time it has left when it starts."""
-        return (check_within, self.until, self.fn, *self.work)
+        """What the pool runs. A check that will wait behind others for a worker gets the
+        time it has left when it starts; one that a free worker takes at once gets its whole
+        `timeout_s` (a pool that is still starting its workers does not eat it)."""
+        self.queued = checks.queued
+        return (check_within, self.until if self.queued else None, self.fn, *self.work)
 
     def watched(self) -> dict:
-        """A check still waiting for a worker at its deadline is dropped (503); a running one
-        stops itself by then, and its watchdog stops it `BACKSTOP_S` later if it did not."""
-        return {"start_by": self.until - CHECK_GRACE_S, "until": self.until + BACKSTOP_S}
+        """A check still waiting behind others at its deadline is dropped (503); a running
+        one stops itself in time, and its watchdog stops it `BACKSTOP_S` later if it did not.
+        Call after `args`."""
+        return {"start_by": self.until - CHECK_GRACE_S if self.queued else None,
+                "limit_s": self.timeout_s + CHECK_GRACE_S + BACKSTOP_S}
 
     async def ready(self) -> _Job:
         """A pipeline text is parsed and resolved once in the build pool before the check
