@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint bench load fuzz capture chromium spin install install-test dist clean
+.PHONY: run test lint bench load fuzz capture chromium spin axe install install-test dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test chromium spin
+install-test: $(VENV)/.installed-test chromium spin axe
 
 run: install
 	$(BIN)/mbarrier-inspector serve --host $(HOST) --port $(PORT)
@@ -41,6 +41,15 @@ spin:
 	  echo "installing Debian's spin and gcc for the Promela tests"; \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q spin gcc) >/dev/null \
 	  || { echo "could not install spin"; exit 1; }; }
+
+# axe-core (pinned) for the accessibility tests, in a test-only folder: npm's own client, no
+# global install. tests/browser/test_axe.py reads it from there and checks the version.
+AXE_VERSION := 4.11.0
+AXE := test-artifacts/axe/node_modules/axe-core/axe.min.js
+axe: $(AXE)
+$(AXE):
+	@command -v npm >/dev/null 2>&1 || { echo "npm is needed for the accessibility tests (axe-core)"; exit 1; }
+	npm install --prefix test-artifacts/axe --no-save --no-audit --no-fund --silent axe-core@$(AXE_VERSION)
 
 lint: install-test
 	$(BIN)/ruff check .

@@ -270,28 +270,28 @@ def summarize(rows: list[dict]) -> str:
 # ------------------------------------------------------------------ issue 19: beside SPIN
 
 def suite_rows(ring: str) -> list[tuple]:
-    """(family, label, scenario loader, params, bugs): the ring, cluster_multicast stages 1-4 x
-    tiles 1-8, CUTLASS's warp-specialized test (bench/pipelines/) 1x1 stages 2/5/10, 2x1,
-    2x2 and 4x1 stages 2/7, iterations 1-8. Within a family, rows grow, so the first row past
-    a cap skips the rest."""
+    """(family, label, scenario loader, params, bugs): CUTLASS's warp-specialized test
+    (bench/pipelines/) 1x1 stages 2/5/10, 2x1, 2x2 and 4x1 stages 2/7, iterations 1/2/4/8;
+    cluster_multicast stages 1-4 x tiles 1-8; the ring. Within a family rows grow, so the
+    first row past a cap skips the rest of it."""
     ring_rows = ([(s, t, k, None) for s in range(1, 5) for t in range(1, 9)
                   for k in range(1, 5)] if ring == "correct" else
                  ISSUE_TABLE + [(2, 4, k, bug) for k in (1, 2) for bug in TOGGLES])
     rows = []
-    for s, t, k, bug in ring_rows:
-        rows.append((f"ring S{s} K{k}", f"ring S{s} T{t} K{k} {bug or 'correct'}",
-                     SCENARIO, {"stages": s, "tiles": t, "consumers": k, "tile_bytes": 2048,
-                                "chunk_bytes": 1024}, [bug] if bug else []))
+    for name, stages in (("ws_1x1", (2, 5, 10)), ("ws_2x1", (2, 7)), ("ws_2x2", (2, 7)),
+                         ("ws_4x1", (2, 7))):
+        for s in stages:
+            for i in (1, 2, 4, 8):
+                rows.append((f"{name} S{s}", f"{name} S{s} I{i}", name,
+                             {"stages": s, "iterations": i}, []))
     for s in range(1, 5):
         for t in range(1, 9):
             rows.append((f"cluster S{s}", f"cluster_multicast S{s} T{t}", "cluster_multicast",
                          {"stages": s, "tiles": t}, []))
-    for name, stages in (("ws_1x1", (2, 5, 10)), ("ws_2x1", (2, 7)), ("ws_2x2", (2, 7)),
-                         ("ws_4x1", (2, 7))):
-        for s in stages:
-            for i in range(1, 9):
-                rows.append((f"{name} S{s}", f"{name} S{s} I{i}", name,
-                             {"stages": s, "iterations": i}, []))
+    for s, t, k, bug in ring_rows:
+        rows.append((f"ring S{s} K{k} {bug}", f"ring S{s} T{t} K{k} {bug or 'correct'}",
+                     SCENARIO, {"stages": s, "tiles": t, "consumers": k, "tile_bytes": 2048,
+                                "chunk_bytes": 1024}, [bug] if bug else []))
     return rows
 
 

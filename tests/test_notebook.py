@@ -46,7 +46,8 @@ def test_the_notebook_executes_and_shows_the_lesson():
     assert not [o for o in outputs if o.output_type == "error"]
     frames = [o["data"]["text/html"] for o in outputs
               if o.output_type == "execute_result" and "text/html" in o.get("data", {})]
-    assert len(frames) == 2 and all("<iframe" in f and "srcdoc=" in f for f in frames)
+    # The lesson, the buggy run, and the student's own pipeline: shown, not only printed.
+    assert len(frames) == 3 and all("<iframe" in f and "srcdoc=" in f for f in frames)
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "parities waited for: [0, 1, 0]" in text
     assert "stale_wait    thread's wait on bar with parity 0 returned at once" in text

@@ -372,6 +372,9 @@ class Explorer:
                                targets=None if limits.stop_at_first else set(first.found),
                                start=time.perf_counter())
         kinds = set(first.found)
+        if first.complete and not set(second.found) <= kinds:
+            raise AssertionError(f"the partial-order pass missed {set(second.found) - kinds}: "
+                                 "app/check/por.py's independence does not match this engine")
         if limits.stop_at_first:
             shortest = second.stopped_by == "first_violation" and bool(second.proven)
         else:

@@ -172,7 +172,7 @@ def init_known(m, a: int, b: int, record: dict, what: str) -> None:
     `barrier.cluster.arrive.relaxed` and `barrier.cluster.wait` (PTX 9.7.13.4, 9.7.13.3).
     Unordered, the access races with the init: an `ordering_race`, reported once per agent
     and init."""
-    if m.program.barriers[b].init_count is not None:
+    if not m.inits_lines[b]:
         return
     bit = ordering.init_bit(m, b)
     if m.know[a] & bit:

@@ -150,6 +150,9 @@ class Machine:
         """Each warp's movers, lane 0 first."""
         self.clustered = program.cluster > 1
         self.barrier_cta = tuple(b.cta for b in program.barriers)
+        self.inits_lines = tuple(b.init_count is None for b in program.barriers)
+        """Barriers a program line initializes (`mbarrier.init`): their accesses must be
+        ordered after it (core.init_known)."""
         self.releasable = tuple(s.release is not None for s in program.stages)
         """Whether anything can reach another CTA (remote arrives, multicast, mapa)."""
         self.chunk_base, self.chunk_mask, base = [], [], 0

@@ -168,6 +168,7 @@ async function load(next, {push = false} = {}) {
   if (checkBox) { checkBox.hidden = true; checkBox.replaceChildren(); }
   if (player) player.close();
   root.dataset.session = session.id;
+  timelineDoc = null;
   view.setLayout(makeLayout(session.layout, session.scenario));
   setDiagnostics(session.diagnostics, session);
   picks = session.picks;
@@ -233,11 +234,25 @@ function showProblems() {
     "Everything else in the link was kept.");
 }
 
+let timelineDoc = null;   // the run's steps without snapshots, as the timeline last drew them
+let timelineSeq = 0;
+
+/** The timeline after the run changed. A move (a pick, a manual step) changes the run from the
+ *  cursor's step on: the steps before it are kept and only the rest is fetched (a challenge's
+ *  114 moves re-fetched the whole trace each time: 3.6 MB). */
 async function refreshTimeline(id) {
+  const seq = ++timelineSeq;
+  const from = timelineDoc && player ? Math.max(1, Math.min(player.frame.step, timelineDoc.total_steps + 1)) : 1;
   try {
-    const doc = await api.sessionTrace(id, {snapshots: false});
-    view.setTimeline(timelineOf(doc));
+    const doc = await api.sessionTrace(id, {from, snapshots: false});
+    if (seq !== timelineSeq) return;
+    const whole = from === 1 ? doc : {...doc, initial: timelineDoc.initial, window: undefined,
+                                      steps: timelineDoc.steps.filter((s) => s.step < from).concat(doc.steps)};
+    timelineDoc = {...whole, diagnostics: runDiagnostics};
+    view.setTimeline(timelineOf(timelineDoc));
   } catch (err) {
+    if (seq !== timelineSeq) return;
+    timelineDoc = null;
     view.setTimeline(null);
   }
 }
@@ -302,66 +317,22 @@ function currentUrl() {
   return `${location.origin}${urlFor(config, player ? player.frame.step : config.step || 0)}`;
 }
 
-function embedCode() {
+function embedSrc() {
   const dialog = document.getElementById("embed-dialog");
   const panels = [...dialog.querySelectorAll('input[name="panels"]:checked')].map((b) => b.value);
   const extra = panels.length && panels.length < 6 ? {panels: panels.join(",")} : {};
   if (predictor.on) extra.predict = "1";
   const query = configToQuery(stateConfig(player ? player.frame.step : 0), {extra});
-  const src = `${location.origin}/embed/${scenario.id}${query ? `?${query}` : ""}`;
-  const title = `${scenario.title}: mbarrier-inspector`;
-  // The embed posts its height; the snippet resizes the iframe that sent it.
-  return `<iframe src="${src.replaceAll("&", "&amp;")}" title="${title}" width="100%" height="480" ` +
-    'style="border:0" loading="lazy" data-mbarrier-inspector></iframe>\n' +
-    `<script>addEventListener("message",function(e){if(e.origin!=="${location.origin}"||!e.data||e.data.type!=="mbarrier-inspector:height")return;` +
-    'document.querySelectorAll("iframe[data-mbarrier-inspector]").forEach(function(f){if(f.contentWindow===e.source)f.style.height=e.data.height+"px";});});</script>';
+  return `${location.origin}/embed/${scenario.id}${query ? `?${query}` : ""}`;
 }
 
 // ------------------------------------------------------------------------ the check button
 
+/** "Check every schedule": its module (the request and the verdict) loads on first use. */
 async function runCheck() {
-  const box = document.getElementById("check-result");
-  const button = document.getElementById("check-button");
-  box.hidden = false;
-  box.replaceChildren(Object.assign(document.createElement("p"), {textContent: "Exploring every schedule…"}));
-  button.disabled = true;
-  try {
-    const result = await api.check({scenario: scenario.id, params: config.params, bugs: config.bugs,
-                                    max_states: 200000, timeout_s: 10});
-    showCheck(box, result);
-  } catch (err) {
-    box.replaceChildren(Object.assign(document.createElement("p"), {
-      className: "error", textContent: err.status === 404 ? "This server has no schedule checker."
-        : `The check failed: ${err.field ? `${err.field}: ` : ""}${err.message}`}));
-  } finally {
-    button.disabled = false;
-  }
-}
-
-function showCheck(box, result) {
-  const verdicts = {safe: "✓ safe under every schedule", unsafe: "✗ unsafe: some schedule breaks it",
-                    inconclusive: "? inconclusive: a limit stopped the search"};
-  const items = result.violations.map((v) => {
-    const failing = (v.trace.diagnostics.find((d) => d.kind === v.kind) || {}).step || v.steps;
-    return h("li", {dataset: {violation: v.kind}}, h("b", {}, v.kind), ` in ${v.steps} steps `,
-      h("button", {type: "button", onclick: () => loadCounterexample(v.trace, failing)},
-        "Load this counterexample"));
-  });
-  const limits = {max_states: `the state limit (${((result.limits || {}).max_states || 0).toLocaleString("en-US")} states)`,
-                  timeout: `the time limit (${(result.limits || {}).timeout_s} s)`,
-                  timeout_s: `the time limit (${(result.limits || {}).timeout_s} s)`,
-                  memory: "the memory limit"};
-  const stopped = (result.verdict === "inconclusive" || result.complete === false) && result.stopped_by
-    ? h("p", {class: "stopped-by", dataset: {stoppedBy: result.stopped_by}},
-      `Stopped by ${limits[result.stopped_by] || result.stopped_by}: every schedule of at most ${result.depth} steps was checked, longer ones were not.`)
-    : null;
-  // replaceChildren() would print a null child as the text "null".
-  box.replaceChildren(...[
-    h("p", {class: `verdict verdict-${result.verdict}`, dataset: {verdict: result.verdict}},
-      h("b", {}, verdicts[result.verdict] || result.verdict),
-      ` — ${result.states_explored.toLocaleString("en-US")} states in ${result.elapsed_s.toFixed(2)} s`),
-    stopped,
-    items.length ? h("ul", {class: "violations"}, items) : null].filter(Boolean));
+  const {runCheck: run} = await import("./checkview.js");
+  return run({scenario, config, box: document.getElementById("check-result"),
+              button: document.getElementById("check-button"), load: loadCounterexample});
 }
 
 function loadCounterexample(trace, step) {
@@ -473,16 +444,14 @@ if (compareLink) {
 }
 const embedButton = document.getElementById("copy-embed");
 if (embedButton) {
-  const dialog = document.getElementById("embed-dialog");
-  const area = document.getElementById("embed-code");
-  const refresh = async () => { area.value = embedCode(); await copyText(area.value); };
+  // "Copy embed code" loads its module (the snippet, the height measure) on first use only.
+  let loaded = null;
   embedButton.addEventListener("click", async () => {
-    dialog.showModal();
-    await refresh();
-    toast(toastNode, "Embed code copied");
+    loaded = loaded || import("./embedcode.js").then(({bindEmbedDialog}) => bindEmbedDialog({
+      dialog: document.getElementById("embed-dialog"), src: embedSrc, title: `${scenario.title}: mbarrier-inspector`,
+      copy: copyText, done: () => toast(toastNode, "Embed code copied")}));
+    (await loaded).open();
   });
-  dialog.addEventListener("change", refresh);
-  document.getElementById("embed-copy-again").addEventListener("click", refresh);
 }
 const checkButton = document.getElementById("check-button");
 if (checkButton) checkButton.addEventListener("click", runCheck);

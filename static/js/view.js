@@ -19,6 +19,17 @@ export class RunView {
     this.diagnostics = [];
     this.frame = null;
     this.part = (name) => root.querySelector(`[data-panel="${name}"]`);
+    // A short embed folds the timeline under its heading; the button opens it.
+    const fold = root.querySelector("[data-timeline-toggle]");
+    if (fold) {
+      fold.addEventListener("click", () => {
+        const panel = this.part("timeline");
+        const open = panel.classList.toggle("open");
+        fold.setAttribute("aria-expanded", String(open));
+        fold.textContent = open ? "fold the timeline" : "show the timeline";
+        if (open && this.frame) this.drawTimeline();
+      });
+    }
     if (typeof ResizeObserver !== "undefined" && this.part("timeline")) {
       let width = 0;
       new ResizeObserver(([entry]) => {

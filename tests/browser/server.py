@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+HTTP = httpx.Client(timeout=120)
+"""The tests' own requests: generous timeouts, for a machine busy with other work."""
 
 
 def free_port() -> int:
@@ -25,7 +27,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def uvicorn_server(app: str = "app.main:app", *, workers: int = 1, factory: bool = False,
-                   app_dir: str | None = None, env: dict | None = None, timeout_s: float = 30.0,
+                   app_dir: str | None = None, env: dict | None = None, timeout_s: float = 120.0,
                    log_path: Path | None = None):
     """Yield the base URL of `uvicorn app` serving on 127.0.0.1; stop it afterwards."""
     port = free_port()

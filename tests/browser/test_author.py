@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import re
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, shot
+from tests.browser.server import HTTP
 from tests.browser.test_inspector import expect_step, lesson_site
 from tests.browser.test_learning import EVIL, offline_page
 from tests.browser.test_rough_edges import LOW_CONTRAST
@@ -321,19 +321,19 @@ def test_form_comes_from_the_declarations_and_run_takes_it(page):
 def test_start_from_loads_every_built_in(page, base_url):
     open_author(page)
     select = page.locator("[data-start-from]")
-    listed = httpx.get(f"{base_url}/api/v1/scenarios", timeout=30).json()["scenarios"]
+    listed = HTTP.get(f"{base_url}/api/v1/scenarios", timeout=30).json()["scenarios"]
     catalogue = [s["id"] for s in listed]
     assert set(BUILT_INS) <= set(catalogue)
     assert select.locator("option").evaluate_all("os => os.map(o => o.value)") == [*catalogue, ""]
     for scenario in BUILT_INS:
-        source = httpx.get(f"{base_url}/api/v1/scenarios/{scenario}").json()["source"]
+        source = HTTP.get(f"{base_url}/api/v1/scenarios/{scenario}").json()["source"]
         select.select_option(scenario)
         page.locator("[data-load-start]").click()
         expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
         expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(source),
                                                              timeout=20_000)
         assert page.locator("[data-editor]").input_value() == source
-        total = httpx.get(f"{base_url}/api/v1/traces/{scenario}",
+        total = HTTP.get(f"{base_url}/api/v1/traces/{scenario}",
                           params={"snapshots": "false"}).json()
         expect(page.locator(".counter .total")).to_have_text(str(total["total_steps"]))
     # A first visit starts with no notes; an explicit Load brings the built-in lesson's notes
@@ -345,7 +345,7 @@ def test_start_from_loads_every_built_in(page, base_url):
     select.select_option("single_barrier")
     page.locator("[data-load-start]").click()
     expect(page.locator("[data-editor]")).to_be_editable()  # loaded and run
-    source = httpx.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
+    source = HTTP.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
     expect(page.locator("#inspector")).to_have_attribute("data-ran", sha(source))
     expect(page.locator("[data-callout-item]").first).to_be_visible()
     expect(page.locator(".run [data-callout-mark]").first).to_be_visible()
@@ -365,7 +365,7 @@ def test_start_from_loads_every_built_in(page, base_url):
 def test_the_source_lines_of_the_current_step_are_marked(page, base_url):
     open_author(page)
     run_source(page, RING)
-    doc = httpx.post(f"{base_url}/api/v1/traces", json={"source": RING}).json()
+    doc = HTTP.post(f"{base_url}/api/v1/traces", json={"source": RING}).json()
     lines = {a["name"]: a["source_lines"] for a in doc["layout"]["agents"]}
     for step in (0, 4, 9, 13):
         seek(page, step)
@@ -399,7 +399,7 @@ def test_random_schedule_and_its_seed_survive_the_link(page, base_url):
     page.locator('#pipe-config input[name="seed"]').fill("7")
     page.locator("[data-run]").click()
     expect(page.locator("[data-unapplied]")).to_be_hidden()
-    doc = httpx.post(f"{base_url}/api/v1/traces", json={
+    doc = HTTP.post(f"{base_url}/api/v1/traces", json={
         "source": RING, "schedule": "random", "seed": 7, "snapshots": False}).json()
     movers = [s["agent"] for s in doc["steps"]]
     seek(page, 6)
@@ -735,21 +735,21 @@ def test_author_page_and_authored_export_stay_under_the_budget(page, base_url):
         assert weights[name] < 350_000, (name, weights[name], sizes)
     page.remove_listener("response", on_response)
     (ARTIFACTS / "author-page-weight.txt").write_text(f"{weights}\n")
-    response = httpx.post(f"{base_url}/export", timeout=60, json={
+    response = HTTP.post(f"{base_url}/export", timeout=60, json={
         "source": RING, "params": {"tiles": 42}, "title": "Long ring",
         "callouts": [{"step": 400, "text": "**late**"}]})
     assert response.status_code == 200, response.text
-    steps = httpx.post(f"{base_url}/api/v1/traces", json={
+    steps = HTTP.post(f"{base_url}/api/v1/traces", json={
         "source": RING, "params": {"tiles": 42}, "snapshots": False, "to": 1}).json()["total_steps"]
     assert steps >= 500
     assert len(response.content) < 1_000_000, len(response.content)
     (ARTIFACTS / "authored-export-weight.txt").write_text(
         f"{steps} steps: {len(response.content)}\n")
-    bad = httpx.post(f"{base_url}/export", json={"source": "agent x {"})
+    bad = HTTP.post(f"{base_url}/export", json={"source": "agent x {"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["line"] == 1
-    both = httpx.post(f"{base_url}/export", json={"source": RING, "scenario": "single_barrier"})
+    both = HTTP.post(f"{base_url}/export", json={"source": RING, "scenario": "single_barrier"})
     assert both.status_code == 422
-    huge = httpx.post(f"{base_url}/export", json={"source": RING + "/" * (64 * 1024)})
+    huge = HTTP.post(f"{base_url}/export", json={"source": RING + "/" * (64 * 1024)})
     assert huge.status_code == 413
 
 
@@ -799,7 +799,7 @@ def test_authored_pages_never_scroll_sideways(browser, base_url, width):
 
 
 def test_check_every_schedule_of_an_authored_pipeline_and_play_its_counterexample(page, base_url):
-    source = httpx.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
+    source = HTTP.get(f"{base_url}/api/v1/scenarios/single_barrier").json()["source"]
     source = source.replace("phase ^= 1;\n", "// phase ^= 1 forgotten\n")
     open_author(page)
     run_source(page, source)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import re
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import shot
+from tests.browser.conftest import ARTIFACTS, shot
+from tests.browser.server import HTTP
 from tests.browser.test_author import copied, open_author, run_source, sha
 from tests.browser.test_inspector import expect_step, now_line, open_inspector
 
@@ -339,8 +339,8 @@ def test_the_language_reference_is_served_and_linked_from_author(page, base_url)
     expect(page.locator('article[data-reference="semantics"] h1')).to_be_visible()
     expect(page.locator('nav.reference-nav [aria-current="page"]')).to_have_attribute(
         "href", "/reference/semantics")
-    assert httpx.get(f"{base_url}/reference/nothing", timeout=30).status_code == 404
-    docs = httpx.get(f"{base_url}/docs", timeout=30)
+    assert HTTP.get(f"{base_url}/reference/nothing", timeout=30).status_code == 404
+    docs = HTTP.get(f"{base_url}/docs", timeout=30)
     assert docs.status_code == 200 and "swagger-ui" in docs.text  # /docs stays the OpenAPI UI
     shot(page, "first-use-08-reference")
 
@@ -440,3 +440,59 @@ def test_barrier_page_offers_no_complete_for_pending_count(page):
     page.locator('input[name="arrive_count"]').fill("2")
     page.locator('[data-op="arrive"]').click()
     expect(page.locator("p[data-ub]")).to_have_attribute("data-ub", "no_complete")
+
+
+# ------------------------------------------ item 9: an embed of 700x450 and the height it needs
+
+def test_a_700_by_450_embed_shows_agents_and_barriers_with_the_timeline_folded(browser, base_url):
+    context = browser.new_context(viewport={"width": 700, "height": 450}, base_url=base_url)
+    page = context.new_page()
+    page.goto("/embed/single_barrier?step=5")
+    expect(page.locator(".counter")).to_have_attribute("data-step", "5")
+    for selector in ('.lane[data-agent="thread"] header', '.lane[data-agent="thread"] li.current',
+                     '[data-barrier="bar"] .parity-bit',
+                     '[data-barrier="bar"] .bytes'):
+        box = page.locator(selector).bounding_box()
+        assert box and box["y"] + box["height"] <= 450, (selector, box)  # in sight, no scrolling
+    timeline = page.locator('[data-panel="timeline"]')
+    expect(timeline.locator(".timeline")).to_be_hidden()
+    page.locator("[data-timeline-toggle]").click()
+    expect(timeline.locator(".timeline svg")).to_be_visible()
+    expect(page.locator("[data-timeline-toggle]")).to_have_attribute("aria-expanded", "true")
+    page.screenshot(path=str(ARTIFACTS / "first-use-09-embed-700x450.png"))
+    context.close()
+
+
+def test_copy_embed_code_states_the_height_the_panels_need(page):
+    open_inspector(page, "/scenarios/single_barrier?step=5", step=5)
+    page.locator("#copy-embed").click()
+    note = page.locator("[data-embed-height]")
+    expect(note).to_have_attribute("data-embed-height", re.compile(r"^\d+$"), timeout=30_000)
+    every = int(note.get_attribute("data-embed-height"))
+    expect(note).to_contain_text(f"These panels need {every:,} px at 700 px wide")
+    expect(page.locator("#embed-code")).to_have_value(re.compile(f'height="{every}"'))
+    page.locator('#embed-dialog input[value="stages"]').uncheck()
+    page.locator('#embed-dialog input[value="diagnostics"]').uncheck()
+    expect(note).not_to_have_attribute("data-embed-height", str(every), timeout=30_000)
+    expect(note).to_have_attribute("data-embed-height", re.compile(r"^\d+$"), timeout=30_000)
+    fewer = int(note.get_attribute("data-embed-height"))
+    assert fewer < every, (fewer, every)
+    expect(page.locator("#embed-code")).to_have_value(re.compile(f'height="{fewer}"'))
+
+
+# ------------------------------------- item 10: a manual move fetches only what it changed
+
+def test_manual_moves_fetch_the_timeline_from_the_move_on(page):
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/trace?" in r.url else None)
+    open_inspector(page, "/scenarios/single_barrier?schedule=manual")
+    for step in range(1, 6):
+        page.locator('button[data-mover]:enabled').first.click()
+        expect_step(page, step)
+        expect(page.locator(".counter .total")).to_have_text(str(step))
+    page.wait_for_function("n => document.querySelectorAll('.timeline svg').length > 0", arg=1)
+    starts = [int(re.search(r"from=(\d+)", url).group(1)) for url in asked]
+    assert starts and starts[-1] > 1, starts  # not the whole run again
+    assert starts == sorted(starts), starts
+    svg = page.locator('[data-run="main"] .timeline svg')
+    expect(svg).to_have_attribute("aria-label", re.compile(r"over 5 steps"))

@@ -11,11 +11,11 @@ import re
 import threading
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import shot
+from tests.browser.server import HTTP
 
 pytestmark = pytest.mark.browser
 
@@ -132,7 +132,7 @@ def test_seed_lesson_with_forget_phase_toggle(page):
 
 def test_double_buffer_cards_equal_the_api_at_every_step(page, base_url):
     query = "schedule=random&seed=3&bugs=forget_phase_toggle"
-    trace = httpx.get(f"{base_url}/api/v1/traces/double_buffer_tma?{query}").json()
+    trace = HTTP.get(f"{base_url}/api/v1/traces/double_buffer_tma?{query}").json()
     snapshots = {0: trace["initial"], **{s["step"]: s["snapshot"] for s in trace["steps"]}}
     open_inspector(page, f"/scenarios/double_buffer_tma?{query}")
     assert cards(page) == barriers_of(snapshots[0])
@@ -151,7 +151,7 @@ def test_double_buffer_cards_equal_the_api_at_every_step(page, base_url):
 
 
 def test_scrubber_and_timeline_jump(page, base_url):
-    trace = httpx.get(f"{base_url}/api/v1/traces/double_buffer_tma").json()
+    trace = HTTP.get(f"{base_url}/api/v1/traces/double_buffer_tma").json()
     open_inspector(page, "/scenarios/double_buffer_tma")
     scrubber = page.locator('[data-control="scrubber"]')
     expect(scrubber).to_have_attribute("max", str(trace["total_steps"]))
@@ -171,7 +171,7 @@ def test_scrubber_and_timeline_jump(page, base_url):
 
 
 def test_keyboard(page, base_url):
-    total = httpx.get(f"{base_url}/api/v1/traces/single_barrier").json()["total_steps"]
+    total = HTTP.get(f"{base_url}/api/v1/traces/single_barrier").json()["total_steps"]
     open_inspector(page, "/scenarios/single_barrier")
     page.keyboard.press("End")
     expect_step(page, total)
@@ -223,7 +223,7 @@ def test_manual_pick_on_a_schedule_forks_the_run(page, base_url):
     page.locator("#manual-mode").check()
     ready = page.locator('[data-run="main"] button[data-mover^="tma:"]:not([disabled])')
     expect(ready.first).to_be_visible()
-    view = httpx.post(f"{base_url}/api/v1/sessions",
+    view = HTTP.post(f"{base_url}/api/v1/sessions",
                       json={"scenario": "double_buffer_tma", "step": 5}).json()
     natural = view["record"]["agent"]
     mover = ready.first.get_attribute("data-mover")
@@ -260,7 +260,7 @@ def test_permalink_round_trip(page, browser, base_url):
 
 
 def test_embed_page_in_an_iframe(page, base_url):
-    headers = httpx.get(f"{base_url}/embed/single_barrier").headers
+    headers = HTTP.get(f"{base_url}/embed/single_barrier").headers
     assert "frame-ancestors *" in headers["content-security-policy"]
     open_inspector(page, "/scenarios/single_barrier?step=8", 8)
     page.locator("#copy-embed").click()
@@ -398,7 +398,7 @@ def test_replay_shows_its_verdict_figures_launch_and_kernel(page, base_url):
     kernel = page.locator('[data-download="kernel"]')
     expect(kernel).to_be_visible()
     expect(kernel).to_have_text("the kernel that ran")
-    text = httpx.get(base_url + kernel.get_attribute("href")).text
+    text = HTTP.get(base_url + kernel.get_attribute("href")).text
     assert "pipeline_kernel" in text
     panel = page.locator("#probes-panel")
     expect(panel).to_be_visible()
@@ -407,7 +407,7 @@ def test_replay_shows_its_verdict_figures_launch_and_kernel(page, base_url):
 
 
 def test_replay_jumps_to_its_first_divergence(page, base_url):
-    doc = httpx.get(f"{base_url}/api/v1/replays/single_barrier").json()
+    doc = HTTP.get(f"{base_url}/api/v1/replays/single_barrier").json()
     doc["source"]["conformance"].update(
         matches=False, first_divergence={"step": 20, "why": "a fabricated disagreement"})
     page.route("**/api/v1/replays/single_barrier",

@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, shot
+from tests.browser.server import HTTP
 from tests.browser.test_inspector import card, expect_step, open_inspector
 
 pytestmark = pytest.mark.browser
@@ -36,7 +37,7 @@ EVIL = [
 
 
 def export_file(base_url: str, query: str, name: str) -> tuple[Path, httpx.Response]:
-    response = httpx.get(f"{base_url}/export/{query}", timeout=30)
+    response = HTTP.get(f"{base_url}/export/{query}", timeout=30)
     assert response.status_code == 200, response.text
     path = ARTIFACTS / name
     path.write_bytes(response.content)
@@ -99,10 +100,10 @@ def test_each_built_in_lesson_pins_callouts_to_real_steps(base_url):
     text happen there (the wait, the diagnostic)."""
     for scenario in ("single_barrier", "double_buffer_tma", "cluster_multicast", "kloop_tma_mma",
                      "proxy_fence_store"):
-        lesson = httpx.get(f"{base_url}/lessons/{scenario}").json()
+        lesson = HTTP.get(f"{base_url}/lessons/{scenario}").json()
         assert len(lesson["callouts"]) >= 5, scenario
         for bugs in {tuple(c.get("bugs", [])) for c in lesson["callouts"]}:
-            doc = httpx.get(f"{base_url}/api/v1/traces/{scenario}",
+            doc = HTTP.get(f"{base_url}/api/v1/traces/{scenario}",
                             params={"bugs": ",".join(bugs), "snapshots": "false"}).json()
             kinds = {d["step"]: d["kind"] for d in doc["diagnostics"]}
             for c in lesson["callouts"]:
@@ -113,7 +114,7 @@ def test_each_built_in_lesson_pins_callouts_to_real_steps(base_url):
                                     ("deadlock", "Deadlock"), ("proxy_fence_missing", "old bytes")):
                     if words in c["text"]:
                         assert kinds.get(c["step"]) == kind, (scenario, c)
-    assert httpx.get(f"{base_url}/lessons/nope").status_code == 404
+    assert HTTP.get(f"{base_url}/lessons/nope").status_code == 404
 
 
 def test_instructor_markdown_runs_no_script_in_the_inspector(page):
@@ -200,20 +201,20 @@ def test_exported_500_step_lesson_is_under_1_mb(base_url):
     assert all("snapshot" in s for s in doc["steps"])
     assert len(response.content) < 1_000_000, len(response.content)
     assert "connect-src 'none'" in html
-    bad = httpx.get(f"{base_url}/export/double_buffer_tma?stages=abc")
+    bad = HTTP.get(f"{base_url}/export/double_buffer_tma?stages=abc")
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "stages"
-    assert httpx.get(f"{base_url}/export/double_buffer_tma?nope=1").status_code == 422
+    assert HTTP.get(f"{base_url}/export/double_buffer_tma?nope=1").status_code == 422
 
 
 def test_exported_callouts_with_hostile_markdown_run_nothing(browser, base_url):
     """The export's own CSP allows inline script (its loader is inline), so the renderer alone
     must keep instructor text from running: POST /export with hostile callouts."""
-    response = httpx.post(f"{base_url}/export", timeout=30, json={
+    response = HTTP.post(f"{base_url}/export", timeout=30, json={
         "scenario": "single_barrier", "params": {"tiles": 2}, "callouts": EVIL})
     assert response.status_code == 200, response.text
     path = ARTIFACTS / "lesson-hostile.html"
     path.write_bytes(response.content)
-    assert httpx.post(f"{base_url}/export", json={"scenario": "single_barrier",
+    assert HTTP.post(f"{base_url}/export", json={"scenario": "single_barrier",
                                                   "callouts": [{"step": -1, "text": ""}]}
                       ).status_code == 422
     dialogs = []
@@ -321,7 +322,7 @@ def test_drive_one_barrier_by_hand(page):
 
 def test_barrier_tokens_work_or_say_why_not(page, base_url):
     """Token ops are in SEMANTICS.md's contract; until the API takes them, the page says so."""
-    probe = httpx.post(f"{base_url}/api/v1/mbarrier/run",
+    probe = HTTP.post(f"{base_url}/api/v1/mbarrier/run",
                        json={"ops": [{"op": "init", "count": 1}, {"op": "arrive", "token": "t"}]})
     page.goto("/barrier")
     page.locator('[data-op="init"]').click()
@@ -343,7 +344,7 @@ def test_barrier_tokens_work_or_say_why_not(page, base_url):
 # ---------------------------------------------------------------------- challenge (item 7)
 
 def challenge_moves(base_url, bugs):
-    doc = httpx.get(f"{base_url}/api/v1/traces/single_barrier",
+    doc = HTTP.get(f"{base_url}/api/v1/traces/single_barrier",
                     params={"bugs": bugs, "snapshots": "false"}).json()
     return [f"tma:{s['operands']['op']}" if s["agent"] == "tma" else s["agent"]
             for s in doc["steps"]]
@@ -388,7 +389,7 @@ def test_downloads_json_svg_lesson_and_perfetto_when_served(page, base_url):
     open_inspector(page, "/scenarios/double_buffer_tma?step=12", 12)
     json_link = page.locator('[data-download="json"]')
     expect(json_link).to_have_attribute("href", re.compile(r"^/api/v1/sessions/.+/trace"))
-    doc = httpx.get(base_url + json_link.get_attribute("href")).json()
+    doc = HTTP.get(base_url + json_link.get_attribute("href")).json()
     assert doc["format"] == "mbarrier-inspector/trace" and doc["steps"][0]["snapshot"]
     # The timeline arrives after the session (its own fetch): under load it may not be drawn yet.
     expect(page.locator('[data-run="main"] .timeline svg')).to_be_visible()
@@ -402,7 +403,7 @@ def test_downloads_json_svg_lesson_and_perfetto_when_served(page, base_url):
         page.locator('[data-download="lesson"]').click()
     assert info.value.suggested_filename == "double_buffer_tma.html"
     assert b"trace-data" in Path(info.value.path()).read_bytes()
-    paths = httpx.get(f"{base_url}/openapi.json").json()["paths"]
+    paths = HTTP.get(f"{base_url}/openapi.json").json()["paths"]
     perfetto = page.locator('[data-download="perfetto"]')
     if "/api/v1/traces/{scenario_id}/perfetto" in paths:
         expect(perfetto).to_be_visible()

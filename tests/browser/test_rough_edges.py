@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import re
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import shot
+from tests.browser.server import HTTP
 from tests.browser.test_inspector import expect_step, lesson_site, open_inspector
 
 pytestmark = pytest.mark.browser
@@ -328,7 +328,7 @@ def test_json_download_on_every_inspector_and_compare_takes_the_parameters(page,
         link = page.locator('[data-download="json"]')
         expect(link).to_have_attribute("href", re.compile(r"^/api/v1/"))
         href = link.get_attribute("href")
-        doc = httpx.get(base_url + href).json()
+        doc = HTTP.get(base_url + href).json()
         assert doc["scenario"]["id"] == scenario
     page.goto("/compare/double_buffer_tma?stages=3&tiles=5&bugs=consumer_skips_release")
     expect(page.locator('#compare-config input[name="stages"]')).to_have_value("3")

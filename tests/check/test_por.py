@@ -328,3 +328,16 @@ def test_chosen_sets_are_persistent(cfg):
 
 def _same_but_copy_order(a: tuple, b: tuple) -> bool:
     return (a[:5] == b[:5] and sorted(a[5]) == sorted(b[5]) and a[6:] == b[6:])
+
+
+@pytest.mark.parametrize("bugs", [["release_local_only"], ["no_producer_tail"], []])
+def test_stop_at_first_agrees(bugs):
+    """`stop_at_first`: the first pass stops at its first violation and the second answers
+    the shortest one, as the search without the reduction does."""
+    cfg = get("cluster_multicast").resolve({"stages": 1, "tiles": 2}, bugs)
+    limits = Limits(max_states=200_000, timeout_s=3600, stop_at_first=True)
+    out = Explorer(cfg).explore(limits)
+    plain = Explorer(cfg, por=False).explore(limits)
+    assert (out.verdict, lengths(out), out.stopped_by) == \
+        (plain.verdict, lengths(plain), plain.stopped_by)
+    assert all(out.is_shortest(kind) for kind in out.found)

@@ -5,8 +5,11 @@
 
 import {h, release, replay, setAttr, setText} from "../dom.js";
 
-const ROLE_TEXT = {full: "full: the tile has landed", empty: "empty: the stage is free",
-                   accum: "accumulator ready", bar: "one mbarrier"};
+// What each barrier is for, not what it says now (a caption that read "the tile has landed"
+// while bytes were pending looked like live state): the card's numbers are the state.
+const ROLE_TEXT = {full: "full barrier: completes when the tile has landed",
+                   empty: "empty barrier: completes when the stage is free again",
+                   accum: "accumulator barrier: completes when the MMAs are done", bar: "one mbarrier"};
 
 function buildCard(barrier) {
   const bit = h("span", {class: "bit"});
