@@ -259,3 +259,30 @@ def test_past_the_concurrency_limit_new_requests_get_503(server):
     status, retry, body = run_async(scenario, 60)
     assert status == 503 and int(retry) >= 1
     assert body["detail"][0]["loc"] == ["server", "busy"]
+
+
+def test_a_request_pipelined_behind_a_stream_does_not_cut_the_stream(server):
+    """A client that sends the start of its next request while an event stream still flows:
+    the header deadline waits for the stream's end instead of writing a 408 into it."""
+    base, port, _ = server
+    sid = httpx.post(f"{base}{API}/sessions", json={"scenario": "single_barrier"},
+                     timeout=30).json()["id"]
+
+    async def scenario():
+        reader, writer = await _open(port)
+        writer.write(f"GET {API}/sessions/{sid}/events?steps_per_s=4 HTTP/1.1\r\n"
+                     "Host: x\r\n\r\n".encode())
+        seen = await asyncio.wait_for(reader.readuntil(b"event: state"), 10)
+        writer.write(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n")  # and no more
+        deadline = time.monotonic() + 3 * TIMEOUT_S
+        while time.monotonic() < deadline:
+            chunk = await asyncio.wait_for(reader.read(65536), 10)
+            if not chunk:
+                break
+            seen += chunk
+        writer.close()
+        return seen
+
+    seen = run_async(scenario, 40)
+    assert seen.startswith(b"HTTP/1.1 200") and b"408" not in seen
+    assert seen.count(b"event: state") >= 3 * TIMEOUT_S * 4 - 4
