@@ -115,6 +115,8 @@ REAL_BUG_CAPTURES = (
     ("flashkda_24_empty_sequence_fence", "fp32_state_unfenced", SM_COUNT),
     ("tilelang_2927_copy_cluster_parity", "loop_parity", SM_COUNT),
     ("deepgemm_415_multicast_straddle", "straddles_groups", SM_COUNT),
+    ("vllm_26026_named_barrier_arrive", "early_return_arrive", SM_COUNT),
+    ("triton_1278_wgmma_release", "wait_pendings_one", SM_COUNT),
 )
 """The real-bug lessons captured (app/scenarios, group real_bugs, docs/lessons.md): each
 correct at its defaults on 132 CTAs, and with the toggle on the CTAs given."""

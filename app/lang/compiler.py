@@ -81,7 +81,8 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                 name = item.name if item.dim is None else f"{item.name}{rank}"
                 if ctas > 1:
                     name = f"cta{cta}.{name}"
-                here = {**constants, **cta_constants(shape, cta), "rank": rank}
+                here = {**constants, **cta_constants(shape, cta), "rank": rank,
+                        "%warps": warps}
                 warp = len(agents)
                 for lane in range(lanes):
                     mine = {**here, "%laneid": lane} if lanes > 1 else here

@@ -19,6 +19,7 @@ import pytest
 from app.capture.bandwidth import bandwidth
 from app.capture.gen_capture import CAPTURES, keep_trapping_cta
 from app.capture.gen_runner import HUNG, capture, plan
+from app.capture.ship import DIFFERENCES
 from app.replay.gpu_order import conformance
 
 
@@ -50,6 +51,12 @@ RACES = {
     "gen_cluster_multicast_expect_tx_one_cta",
     "gen_cluster_multicast_no_producer_tail",
     "gen_alternate_tiles_forget_phase_toggle",
+    # Real bugs (docs/lessons.md): bytes spilling into the next phase complete it early or
+    # hang it; a restarted phase returns at once or waits one phase behind; a wait for the
+    # loop's parity on a fresh barrier returns at once, or hangs when the multicast came first.
+    "gen_mirage_705_box_bytes_unclamped_box",
+    "gen_tilelang_2674_persistent_phase_phase_reset_per_tile",
+    "gen_tilelang_2927_copy_cluster_parity_loop_parity",
 }
 """Captures whose ending is a race on silicon (a short announcement completes early or hangs, a
 trap comes from whichever CTA gets there first, a parity wait one phase behind returns at once
@@ -71,7 +78,10 @@ def test_a_fresh_capture_replays_and_ends_like_the_shipped_log(name):
     if raw.get("error") and cap.log_ctas > 1:
         raw = keep_trapping_cta(raw)
     report = conformance(raw)
-    assert report["matches"], report["first_divergence"]
+    if name.removeprefix("gen_") in DIFFERENCES:  # the landing order the replay cannot infer
+        assert report["matches"] or "gave up" in report["first_divergence"]["why"]
+    else:
+        assert report["matches"], report["first_divergence"]
     if name not in RACES:
         assert report["status"] == conformance(shipped)["status"]
     if name == "gen_remote_after_exit":  # the hang kept CTA 0's log up to the remote arrive

@@ -46,6 +46,12 @@ BITES = [
       "deadlock": 22}, {"stale_wait", "partial_read"}),
     ("deepgemm_415_multicast_straddle", {}, "straddles_groups",
      {"tx_mismatch": 16, "deadlock": 16}, {"deadlock"}),
+    ("vllm_26026_named_barrier_arrive", {}, "early_return_arrive", {"deadlock": 3},
+     {"deadlock"}),
+    ("cutlass_3654_lane_parity", {}, "no_syncwarp", {"deadlock": 22}, {"deadlock"}),
+    ("triton_1278_wgmma_release", {}, "wait_pendings_one", {"overwrite": 22}, {"overwrite"}),
+    ("triton_1278_wgmma_release", {"stages": 3, "tiles": 4}, "wait_pendings_one",
+     {"overwrite": 27}, {"overwrite"}),
 ]
 
 # Where the report says the bug hides: the toggle is safe there.
@@ -62,6 +68,8 @@ HIDES = [
     ("flashkda_24_empty_sequence_fence", {"tiles": 2}, "zero_init_unfenced"),
     # tilelang#2927: s & 1 is 0 at s = 0, right for bar[0]: one iteration cannot go wrong.
     ("tilelang_2927_copy_cluster_parity", {"tiles": 1}, "loop_parity"),
+    # vllm#26026: a tile with K-blocks never takes the early return.
+    ("vllm_26026_named_barrier_arrive", {"k_blocks": 1}, "early_return_arrive"),
 ]
 
 # Correct versions, at their defaults and a few other small configurations.
@@ -74,6 +82,10 @@ CORRECT = [
     ("tilelang_2674_persistent_phase", {"stages": 2, "k_blocks": 3}),
     ("tilelang_2674_persistent_phase", {"stages": 3, "k_blocks": 2}),
     ("flashkda_24_empty_sequence_fence", {"tiles": 2}),
+    ("vllm_26026_named_barrier_arrive", {"k_blocks": 1, "tiles": 3}),
+    ("cutlass_3654_lane_parity", {"tiles": 3}),
+    ("triton_1278_wgmma_release", {"stages": 1, "tiles": 3}),
+    ("triton_1278_wgmma_release", {"stages": 3, "tiles": 4}),
 ]
 
 

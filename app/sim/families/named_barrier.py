@@ -100,6 +100,10 @@ def _all_threads(m, cta: int, live: bool) -> int:
                if not live or not all(_done(m, x) for x in movers))
 
 
+def _count(stored: int) -> str:
+    return "no count (every thread)" if stored == ALL else f"count {stored}"
+
+
 def _slot(m, cta: int, i: int) -> int:
     return m.slot_base[FAMILY_NAME] + cta * IDS + i
 
@@ -119,11 +123,9 @@ def _arrive(m, a, r, args, record, sync: bool):
         for x in movers:
             other = _get(m.regs[x][c_reg], i, C_BITS)
             if other and other != mine:
-                def words(c):
-                    return "no count (every thread)" if c == ALL else f"count {c}"
                 raise UndefinedBehavior("bar_count_mismatch", (
-                    f"{m.agents[a].name} arrived at named barrier {i} with {words(mine)} while "
-                    f"{m.agents[x].name}'s arrival in the same use gave {words(other)}: PTX "
+                    f"{m.agents[a].name} arrived at named barrier {i} with {_count(mine)} while "
+                    f"{m.agents[x].name}'s arrival in the same use gave {_count(other)}: PTX "
                     "9.7.13.1 has the warps of one use name the same barrier and thread count"))
     r[a_reg] = _put(r[a_reg], i, A_BITS, _get(r[a_reg], i, A_BITS) + 1)
     r[c_reg] = _put(r[c_reg], i, C_BITS, mine)
