@@ -94,15 +94,20 @@ async def fetch_window(client: httpx.AsyncClient, base: str, sid: str, first: in
     """Fetch steps first..last with snapshots (retrying 429/503 after Retry-After, as the page
     would); the number of steps it holds."""
     for _ in range(20):
-        response = await client.get(f"{base}/api/v1/sessions/{sid}/trace",
-                                    params={"from": first, "to": last, "snapshots": "true"})
+        try:
+            response = await client.get(f"{base}/api/v1/sessions/{sid}/trace",
+                                        params={"from": first, "to": last, "snapshots": "true"})
+        except httpx.TransportError as err:  # a browser retries a GET on a dropped keep-alive
+            out["refused"][type(err).__name__] = out["refused"].get(type(err).__name__, 0) + 1
+            await asyncio.sleep(0.5)
+            continue
         if response.status_code == 200:
             out["windows"] += 1
             out["bytes"] += len(response.content)
             return len(json.loads(response.content)["steps"])
         out["refused"][response.status_code] = out["refused"].get(response.status_code, 0) + 1
         await asyncio.sleep(min(2.0, float(response.headers.get("retry-after", "0.5"))))
-    raise RuntimeError(f"window {first}..{last} of {sid}: {response.status_code}")
+    raise RuntimeError(f"window {first}..{last} of {sid}: no answer in 20 tries")
 
 
 async def student(client: httpx.AsyncClient, base: str, sid: str, total: int, speed: float,

@@ -496,3 +496,32 @@ def test_manual_moves_fetch_the_timeline_from_the_move_on(page):
     assert starts == sorted(starts), starts
     svg = page.locator('[data-run="main"] .timeline svg')
     expect(svg).to_have_attribute("aria-label", re.compile(r"over 5 steps"))
+
+
+# ------------------------------------ item 10: the ring's formula with i and S filled in
+
+def test_the_ring_formula_shows_stage_and_parity_with_the_numbers(page):
+    """The ring lesson says the formula above the cards shows the numbers: stage = i mod S and
+    parity = (i / S) mod 2 with the tile, S and the results, for consumers and the producer."""
+    open_inspector(page, "/scenarios/double_buffer_tma?step=12", step=12)
+    rows = page.locator('[data-run="main"] [data-formula] li .ring')
+    expect(rows.first).to_be_visible()
+    text = " | ".join(rows.all_inner_texts())
+    assert "stage = i mod 2 = " in text and "parity = (i / 2" in text, text
+    for row in page.locator('[data-run="main"] [data-formula] li:has(.ring)').all():
+        ring = row.locator(".ring").inner_text()
+        needed = re.search(r"parity = \(\d+ − 1\) mod 2 = (\d)", row.inner_text()).group(1)
+        assert ring.endswith(f"= {needed}"), (ring, needed)  # the two ways agree
+
+
+def test_on_a_phone_the_cards_come_before_the_lanes(browser, base_url):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, base_url=base_url)
+    page = context.new_page()
+    page.goto("/scenarios/single_barrier?step=5")
+    expect(page.locator(".counter")).to_have_attribute("data-step", "5")
+    card = page.locator('[data-barrier="bar"]').bounding_box()
+    lane = page.locator('.lane[data-agent="thread"]').bounding_box()
+    note = page.locator("[data-callout]").bounding_box()
+    assert card["y"] < lane["y"], (card, lane)
+    assert card["y"] - (note["y"] + note["height"]) < 500, (note, card)  # the note's card nearby
+    context.close()

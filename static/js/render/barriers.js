@@ -80,7 +80,24 @@ function renderCard(entry, barrier, layout, waiters) {
  *  of the completion it needs, both as the trace gives them (`agent.wait`): the engine counts
  *  the completions each wait needs, so nothing here depends on the scenario. The lines differ
  *  when a bug broke the phase register. */
-function renderFormula(root, snapshot, record) {
+/** In a ring of S stages (a full and an empty barrier per stage, CUTLASS's PipelineTmaAsync),
+ *  the completion a wait needs names the tile: on full[j], completion #n is tile (n − 1)·S + j;
+ *  on empty[j] (the producer starts at phase 1), #n frees the stage for tile n·S + j. Then
+ *  stage = i mod S and parity = (i / S) mod 2 (the producer's the opposite) with the numbers. */
+function ringNumbers(layout, name, needed) {
+  const barrier = layout.barriers.find((b) => b.name === name);
+  if (!barrier || (barrier.role !== "full" && barrier.role !== "empty") || barrier.stage === null) return null;
+  const size = layout.barriers.filter((b) => b.array === barrier.array && b.cta === barrier.cta).length;
+  const pass = barrier.role === "full" ? needed - 1 : needed;
+  if (pass < 0) return null;
+  const j = barrier.stage;
+  const i = pass * size + j;
+  return barrier.role === "full"
+    ? `tile i = ${i}: stage = i mod ${size} = ${j}, parity = (i / ${size}) mod 2 = ${pass % 2}`
+    : `tile i = ${i}: stage = i mod ${size} = ${j}, parity = (i / ${size} + 1) mod 2 = ${(pass + 1) % 2}`;
+}
+
+function renderFormula(root, snapshot, record, layout) {
   const rows = [];
   const just = record && record.operands && "phases_needed" in record.operands ? record : null;
   for (const agent of snapshot.agents) {
@@ -99,6 +116,7 @@ function renderFormula(root, snapshot, record) {
     }
     const ok = w.parity === w.parity_needed;
     const needed = w.phases_needed;
+    const ring = ringNumbers(layout, w.barrier, needed);
     const which = needed === 0 ? "no completion yet (its start state counts phase −1 as done)"
       : `completion #${needed}, the end of phase ${needed - 1}`;
     rows.push(h("li", {class: ok ? "ok" : "bad", dataset: {agent: agent.name}},
@@ -106,6 +124,7 @@ function renderFormula(root, snapshot, record) {
         : ` waits on ${w.barrier} with parity ${w.parity}: `,
       h("span", {class: "math"}, `it needs ${which}`), " · ",
       h("span", {class: "math"}, `parity = (${needed} − 1) mod 2 = ${w.parity_needed}`), " · ",
+      ring ? [h("span", {class: "math ring"}, ring), " · "] : null,
       h("span", {class: "verdict"}, ok ? `phase register ${w.parity} ✓`
         : `phase register ${w.parity} ✗ (the wait needs parity ${w.parity_needed})`)));
   }
@@ -139,7 +158,7 @@ export function render(root, frame, layout) {
     if (entry) renderCard(entry, barrier, layout, waiters);
   });
   groupCards(root, frame, waiters);
-  if (formula) renderFormula(formula, frame.snapshot, frame.record);
+  if (formula) renderFormula(formula, frame.snapshot, frame.record, layout);
 }
 
 const MANY = 8;
