@@ -57,6 +57,10 @@ RACES = {
     "gen_mirage_705_box_bytes_unclamped_box",
     "gen_tilelang_2674_persistent_phase_phase_reset_per_tile",
     "gen_tilelang_2927_copy_cluster_parity_loop_parity",
+    # ... and a warp that may arrive twice on a named barrier, or a stage released under a
+    # wgmma: both ran to the end on the H200 (2026-12-02), both can hang or race.
+    "gen_vllm_26026_named_barrier_arrive_early_return_arrive",
+    "gen_triton_1278_wgmma_release_wait_pendings_one",
 }
 """Captures whose ending is a race on silicon (a short announcement completes early or hangs, a
 trap comes from whichever CTA gets there first, a parity wait one phase behind returns at once
