@@ -52,6 +52,8 @@ BITES = [
     ("triton_1278_wgmma_release", {}, "wait_pendings_one", {"overwrite": 22}, {"overwrite"}),
     ("triton_1278_wgmma_release", {"stages": 3, "tiles": 4}, "wait_pendings_one",
      {"overwrite": 27}, {"overwrite"}),
+    ("deepep_657_store_wait_group", {}, "store_wait_stages_minus_one", {"overwrite": 13},
+     {"overwrite"}),
 ]
 
 # Where the report says the bug hides: the toggle is safe there.
@@ -70,6 +72,8 @@ HIDES = [
     ("tilelang_2927_copy_cluster_parity", {"tiles": 1}, "loop_parity"),
     # vllm#26026: a tile with K-blocks never takes the early return.
     ("vllm_26026_named_barrier_arrive", {"k_blocks": 1}, "early_return_arrive"),
+    # DeepEP#657: with one stage, wait_group.read kNumStages - 1 is wait_group.read 0.
+    ("deepep_657_store_wait_group", {"stages": 1}, "store_wait_stages_minus_one"),
 ]
 
 # Correct versions, at their defaults and a few other small configurations.
