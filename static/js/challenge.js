@@ -15,8 +15,6 @@ export class Challenge {
     this.active = false;
     this.result = null;
     this.done = null;
-    const button = document.querySelector("[data-challenge-start]");
-    if (button) button.addEventListener("click", () => this.begin());
   }
 
   async begin() {

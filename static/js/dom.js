@@ -35,9 +35,8 @@ export function replay(node, className) {
   node.classList.add(className);
 }
 
-/** Keep `node` at the tallest height it has had at this width, so what sits below it never
- *  moves as text comes and goes from step to step (a second click on the timeline lands on
- *  the same step). `release` forgets it (a new run, a new width). */
+/** Keep `node` at the tallest height it has had at this width, so what sits below never moves;
+ *  `release` forgets it (a new run, a new width). */
 export function hold(node) {
   if (!node || node.hidden) return;
   const box = node.getBoundingClientRect();

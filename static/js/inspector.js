@@ -3,7 +3,6 @@
 // frame it sends. The URL always holds the current state (a permalink), so reload restores it.
 
 import {CalloutCaption, calloutsFor, toursOf} from "./callouts.js";
-import {Challenge} from "./challenge.js";
 import {bindControls, bindKeys, copyText, toast} from "./controls.js";
 import {h} from "./dom.js";
 import {downloadTimelineSvg, getJson, permalinkProblems, watchHeight} from "./learn.js";
@@ -52,17 +51,25 @@ const predictor = new Predictor(root.querySelector("[data-predict-panel]"), {
   advance: () => player && player.step(),
   onChange: () => { if (player) { view.update(player.frame); scheduleUrl(player.frame.step, true); } },
 });
+// Challenge mode: its module loads when "Challenge: break it" is first pressed.
 const challengeBox = document.getElementById("challenge");
-const challenge = challengeBox ? new Challenge(challengeBox, {
-  scenario,
-  start: (bugs, params) => {
-    setManual(true);
-    const next = {...config, params, bugs, schedule: "manual", moves: [], picks: [], step: 0};
-    fillForm(next);
-    return load(next, {push: true});
-  },
-  loadCounterexample: (trace, step) => loadCounterexample(trace, step),
-}) : null;
+let challenge = null;
+document.querySelector("[data-challenge-start]")?.addEventListener("click", async () => {
+  if (!challenge && challengeBox) {
+    const {Challenge} = await import("./challenge.js");
+    challenge = new Challenge(challengeBox, {
+      scenario,
+      start: (bugs, params) => {
+        setManual(true);
+        const next = {...config, params, bugs, schedule: "manual", moves: [], picks: [], step: 0};
+        fillForm(next);
+        return load(next, {push: true});
+      },
+      loadCounterexample: (trace, step) => loadCounterexample(trace, step),
+    });
+  }
+  if (challenge) challenge.begin();
+});
 
 // ------------------------------------------------------------------------ the config form
 

@@ -1,9 +1,7 @@
-// Players hold a cursor over a run and nothing else: step, back, seek, play, pause, speed.
-// SessionPlayer asks the server (over the session's WebSocket) for what it must compute (a
-// step, a pick, a seek, a reset) and plays by itself: Play walks windows of the session's trace
-// (full snapshots, GET /sessions/{id}/trace) fetched ahead of need, so playback costs the server
-// one window per few seconds of play instead of a frame per step. LocalPlayer walks a trace
-// document already in memory (compare view, GPU replays). Both emit "frame" with the same fields.
+// Players hold a cursor over a run: step, back, seek, play, pause, speed. SessionPlayer asks the
+// session's WebSocket for what the server computes (step, pick, seek, reset) and plays windows of
+// the session's trace fetched ahead (one request per seconds of play, not a frame per step).
+// LocalPlayer walks a trace document in memory. Both emit "frame" with the same fields.
 
 import {api, SessionSocket} from "./trace.js";
 
@@ -120,15 +118,13 @@ export class SessionPlayer extends Emitter {
 
   // ------------------------------------------------------------ play: a cursor in the browser
 
-  /** Play from the cursor (from step 0 at the end), drawing each step at its due time from the
-   *  windows fetched ahead. The server's cursor follows when play stops. */
+  /** Play from the cursor (step 0 at the end); the server's cursor follows when play stops. */
   play() {
     if (this.frame.playing) return;
     let from = this.frame.step;
     if (from >= this.frame.total_steps) from = 0;
     this.frame = {...this.frame, ...this.frameAt(from), playing: true};
-    // The clock starts with the first frame drawn: pressing Play when nothing is held yet waits
-    // for the first window, and the frames are due from then on.
+    // The clock starts at the first frame drawn (Play may wait for the first window).
     this.clock = this.cache.has(from + 1) ? {anchor: performance.now(), step: from} : null;
     this.emit("frame", this.frame);
     this.prefetch();
@@ -171,7 +167,7 @@ export class SessionPlayer extends Emitter {
       for (const record of doc.steps) this.cache.set(record.step, record);
       for (const step of this.cache.keys()) if (step < this.frame.step - 64) this.cache.delete(step);
     }, (err) => {
-      // No window (the server is busy or the id expired): stop where the data ends and say so.
+      // No window (a busy server, an expired id): stop where the data ends and say so.
       this.stopLocal();
       this.emit("error", {field: err.field || "server", message: `Play stopped: ${err.message}`});
     }).finally(() => {

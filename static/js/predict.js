@@ -1,8 +1,7 @@
 // Prediction mode: before a step is shown, one question about what it is about to change (will
 // this wait return on the phase it wants? what is the parity after this arrive? how many bytes
 // stay pending? does this read see the whole tile?), then the step reveals and marks the answer.
-// While a question is open the page hides what would answer it (the wait formula's verdict, the
-// timeline past the cursor, the diagnostics ahead): body.predicting / body.predict-on. The question is
+// The page hides what would answer it meanwhile (body.predicting / body.predict-on). The question is
 // read from the next step's record and snapshot: nothing is simulated here. Score per browser
 // session (sessionStorage).
 

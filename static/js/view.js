@@ -39,16 +39,14 @@ export class RunView {
     }
   }
 
-  /** A new run: the frame held belongs to the old one (its stages, chunks and agents may not
-   *  exist in this layout), so nothing is drawn until a frame of this run arrives. */
+  /** A new run: the old frame may not fit its layout; draw nothing until a frame of this run. */
   setLayout(layout) {
     this.layout = layout;
     this.frame = null;
     for (const node of this.held()) release(node);
   }
 
-  /** What keeps its tallest height through a run: the step line, the wait formula, the cards,
-   *  the lanes, the stages and the grid they sit in. */
+  /** What keeps its tallest height through a run, so nothing below it moves. */
   held() {
     return ["now", "agents", "stages"].map((name) => this.part(name))
       .concat([this.root.querySelector("[data-formula]"), this.root.querySelector(".barrier-cards"),

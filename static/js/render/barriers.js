@@ -80,10 +80,8 @@ function renderCard(entry, barrier, layout, waiters) {
  *  of the completion it needs, both as the trace gives them (`agent.wait`): the engine counts
  *  the completions each wait needs, so nothing here depends on the scenario. The lines differ
  *  when a bug broke the phase register. */
-/** In a ring of S stages (a full and an empty barrier per stage, CUTLASS's PipelineTmaAsync),
- *  the completion a wait needs names the tile: on full[j], completion #n is tile (n − 1)·S + j;
- *  on empty[j] (the producer starts at phase 1), #n frees the stage for tile n·S + j. Then
- *  stage = i mod S and parity = (i / S) mod 2 (the producer's the opposite) with the numbers. */
+/** In a ring of S stages, completion #n of full[j] is tile (n − 1)·S + j; of empty[j] (the
+ *  producer starts at phase 1), tile n·S + j: the lesson's formulas with their numbers. */
 function ringNumbers(layout, name, needed) {
   const barrier = layout.barriers.find((b) => b.name === name);
   if (!barrier || (barrier.role !== "full" && barrier.role !== "empty") || barrier.stage === null) return null;
