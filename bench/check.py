@@ -345,6 +345,16 @@ SUITE_HEADER = (f"{'configuration':<34} {'verdict':<13} {'states':>9} {'s':>7} "
                 f"{'search s':>8} {'total s':>7} {'states/s':>9} {'RSS MB':>7} {'first':>5}")
 
 
+def _first(ours: dict, theirs: dict) -> str:
+    """Who answered first; `-` where neither answered within the cap."""
+    answered = (ours["verdict"] != "inconclusive", theirs["verdict"] in ("safe", "unsafe"))
+    if not any(answered):
+        return "-"
+    if answered[0] and (not answered[1] or ours["total_s"] <= theirs["total_s"]):
+        return "ours"
+    return "spin"
+
+
 def suite(ring: str, cap_states: int, cap_s: float, budget_s: float, use_spin: bool) -> None:
     """Issue 19's table: every row beside SPIN on the exported model, in one run, bounded."""
     print(f"the checker: POST /api/v1/check's search (stop_at_first; its time counts the "
@@ -379,7 +389,7 @@ def suite(ring: str, cap_states: int, cap_s: float, budget_s: float, use_spin: b
                      f"{theirs['search_s']:>8.2f} {theirs['total_s']:>7.2f} "
                      f"{theirs['states'] / max(theirs['search_s'], 1e-9):>9,.0f} "
                      f"{theirs['rss_mb']:>7.0f} "
-                     f"{'ours' if ours['total_s'] <= theirs['total_s'] else 'spin':>5}")
+                     f"{_first(ours, theirs):>5}")
         else:
             line += "skipped"
         print(line, flush=True)
