@@ -115,16 +115,28 @@ class Decl:
     name: str
     init: object
     pos: Pos
+    dim: object = None
+    """`int a[N];`: a register array of N registers `a[0]`..`a[N-1]`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayInit:
+    """`{e, ...}`: a register array's values at launch (the rest are 0, as in C)."""
+
+    values: tuple
+    pos: Pos
 
 
 @dataclass(frozen=True, slots=True)
 class Simple:
-    """`++x`, `x op= e` or `x = e`: `target` is (name, field or None)."""
+    """`++x`, `x op= e` or `x = e`: `target` is (name, field or None); `index` the element
+    of a register array (`a[i] = e`)."""
 
     target: tuple[str, str | None]
     op: str
     value: object
     pos: Pos
+    index: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,8 +352,11 @@ class ToAst(Transformer):
         return ("PipelineState", stages)
 
     def decl(self, meta, children):
-        (kind, stages), name, *init = children
-        return Decl(kind, stages, str(name), init[0] if init else None, _pos(meta))
+        (kind, stages), name, dim, *init = children
+        return Decl(kind, stages, str(name), init[0] if init else None, _pos(meta), dim)
+
+    def array_init(self, meta, children):
+        return ArrayInit(children[0] if children else (), _pos(meta))
 
     def for_stmt(self, meta, children):
         var, init, cond, update, body = children
@@ -373,17 +388,21 @@ class ToAst(Transformer):
         return children[0]
 
     def lvalue(self, meta, children):
-        return (str(children[0]), str(children[1]) if len(children) > 1 else None)
+        name, *rest = children
+        index = rest.pop(0) if rest and not isinstance(rest[0], Token) else None
+        return (str(name), str(rest[0]) if rest else None, index)
 
     def incr(self, meta, children):
-        return Simple(children[0], "++", None, _pos(meta))
+        name, field, index = children[0]
+        return Simple((name, field), "++", None, _pos(meta), index)
 
     def decr(self, meta, children):
-        return Simple(children[0], "--", None, _pos(meta))
+        name, field, index = children[0]
+        return Simple((name, field), "--", None, _pos(meta), index)
 
     def assign(self, meta, children):
-        target, op, value = children
-        return Simple(target, str(op), value, _pos(meta))
+        (name, field, index), op, value = children
+        return Simple((name, field), str(op), value, _pos(meta), index)
 
     def method(self, meta, children):
         """`s.advance(n)`: a PipelineState's method, an update like `++s`."""
@@ -391,8 +410,8 @@ class ToAst(Transformer):
         return Simple((str(name), None), f".{method}", value, _pos(meta))
 
     def assign_plain(self, meta, children):
-        target, value = children
-        return Simple(target, "=", value, _pos(meta))
+        (name, field, index), value = children
+        return Simple((name, field), "=", value, _pos(meta), index)
 
     def binop(self, meta, children):
         left, op, right = children

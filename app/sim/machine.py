@@ -80,6 +80,15 @@ def _prepare_arg(arg):
     return arg
 
 
+def _can_move(m, test, a: int, r: list, args) -> bool:
+    """A blocking line whose operands cannot be computed (an index out of range, a division
+    by zero) can move: its step stops the run with `undefined_behavior`, at that line."""
+    try:
+        return test(m, a, r, args)
+    except ProgramError:
+        return True
+
+
 def _out_of_bounds(name: str, i: int, size: int):
     raise ProgramError("out_of_bounds", f"{name}[{i}] is out of range: {name} has {size} "
                                         "element(s)")
@@ -281,7 +290,13 @@ class Machine:
             pc = r[0]
             if pc < code.end:
                 test = code.blockers[pc]
-                if test is None or test(self, a, r, code.prepared[pc]):
+                if test is None:
+                    out.append(a)
+                    continue
+                try:
+                    if test(self, a, r, code.prepared[pc]):
+                        out.append(a)
+                except ProgramError:  # the step stops the run at this line (`_can_move`)
                     out.append(a)
         base = self.n_agents
         if self.tensor_core:
@@ -303,7 +318,7 @@ class Machine:
         if pc >= len(code.nodes):
             return False
         test = BLOCKERS.get(code.kinds[pc])
-        return test is None or test(self, a, r, code.prepared[pc])
+        return test is None or _can_move(self, test, a, r, code.prepared[pc])
 
     def resolve(self, mover: str) -> int:
         """A move number from a mover's name; `tma` alone means the oldest in-flight copy."""

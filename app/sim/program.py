@@ -186,8 +186,15 @@ def _uint(v: int) -> int:
     raise ProgramError("operand_range", f"a PipelineState advances by 0..2^32-1; got {v}")
 
 
+def _oob(name: str, i: int, size: int) -> int:
+    """A register array indexed outside itself."""
+    raise ProgramError("out_of_bounds", f"{name}[{i}] is out of range: {name} has {size} "
+                                        "element(s)")
+
+
 _NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr,
-              "int": int, "bool": bool, "min": min, "max": max, "_uint": _uint}
+              "int": int, "bool": bool, "min": min, "max": max, "_uint": _uint,
+              "_oob": _oob}
 _FUNCTIONS: dict[str, object] = {}
 
 
