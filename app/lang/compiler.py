@@ -46,7 +46,15 @@ from .limits import (
     MAX_STAGES,
     PARAM_LIMIT,
 )
-from .loader import BUILTIN_CONSTANTS, Pipeline, check_requires, load, resolve_params, sha256
+from .loader import (
+    BUILTIN_CONSTANTS,
+    Pipeline,
+    check_requires,
+    element_variant,
+    load,
+    resolve_params,
+    sha256,
+)
 from .syntax import Agent, Helper, Index
 
 
@@ -75,8 +83,12 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                 if ctas > 1:
                     name = f"cta{cta}.{name}"
                 here = {**constants, **cta_constants(shape, cta), "rank": rank}
-                builder = AgentBuilder(pipeline.text, arrays, here, user_helpers)
-                agents.append(builder.build(name, item))
+                text, agent = pipeline.text, item
+                variant = element_variant(pipeline, item.name, count, rank, Scope(here, kinds))
+                if variant is not None:
+                    text, agent = variant
+                builder = AgentBuilder(text, arrays, here, user_helpers)
+                agents.append(builder.build(name, agent))
     if not agents:
         raise PipelineError("a pipeline needs at least one `agent { ... }`",
                             len(pipeline.text.splitlines()) or 1, 1)

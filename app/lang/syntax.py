@@ -227,6 +227,8 @@ class Patch:
     old: str
     new: str
     pos: Pos
+    element: object = None
+    """`in consumer[1]`: the one agent of the array the patch applies to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,15 +324,15 @@ class ToAst(Transformer):
         return (children[0], _string(children[1]) if len(children) > 1 else "")
 
     def scope(self, meta, children):
-        return str(children[0])
+        return (str(children[0]), children[1] if len(children) > 1 else None)
 
     def replace(self, meta, children):
-        scope = children[0] if len(children) == 3 else None
-        return Patch(scope, _string(children[-2]), _string(children[-1]), _pos(meta))
+        scope, element = children[0] if len(children) == 3 else (None, None)
+        return Patch(scope, _string(children[-2]), _string(children[-1]), _pos(meta), element)
 
     def delete(self, meta, children):
-        scope = children[0] if len(children) == 2 else None
-        return Patch(scope, _string(children[-1]), "", _pos(meta))
+        scope, element = children[0] if len(children) == 2 else (None, None)
+        return Patch(scope, _string(children[-1]), "", _pos(meta), element)
 
     def bug(self, meta, children):
         name, doc, *rest = children

@@ -13,7 +13,7 @@ from app.capture.cexpr import c_expr
 from app.capture.codegen import generate
 from app.lang.compiler import instantiate, load, resolve_params
 from app.lang.errors import ParamError, PipelineError
-from app.scenarios import from_source
+from app.scenarios import from_source, get
 from app.sim.program import Line, function
 from app.sim.schedule import Schedule
 from app.sim.trace import Run
@@ -423,3 +423,78 @@ def test_register_array_elements_in_c_compute_what_the_engine_computes(tmp_path)
 def test_register_arrays_reach_a_kernel(tmp_path):
     cuda = nvcc_compiles(tmp_path, PHASES)
     assert "r_ph_2_" in cuda
+
+
+# ------------------------------------------------------ toggles scoped to one agent of an array
+
+RING = get("double_buffer_tma").source + """
+bug second_skips_release "consumer 1 never releases its stage" {
+    in consumer[1] replace "consumer_release(pipe_state);" with "// BUG: consumer 1 keeps it";
+}
+bug last_skips_release "the last consumer never releases its stage" {
+    in consumer[consumers - 1] delete "consumer_release(pipe_state);";
+}
+"""
+
+
+def released_by(r: Run) -> set[str]:
+    return {s["agent"] for s in steps(r) if s["op"].startswith("mbarrier.arrive")
+            and s["agent"].startswith("consumer")}
+
+
+def test_a_toggle_scoped_to_one_agent_of_an_array_patches_that_agent_only():
+    params = {"consumers": 3, "tiles": 3}
+    assert released_by(run(RING, params)) == {"consumer0", "consumer1", "consumer2"}
+    r = run(RING, params, ["second_skips_release"])
+    assert r.status == "deadlock"
+    assert released_by(r) == {"consumer0", "consumer2"}
+    prog = program(RING, params, ["second_skips_release"])
+    texts = {a.name: {n.text for n in a.nodes if isinstance(n, Line)} for a in prog.agents}
+    assert "// BUG: consumer 1 keeps it" not in str(texts["consumer0"])
+    assert not any("consumer_release" in t for t in texts["consumer1"])
+    # the index is an expression over parameters
+    r = run(RING, params, ["last_skips_release"])
+    assert released_by(r) == {"consumer0", "consumer1"}
+    # both: consumers 1 and 2 each lose their release (different elements may patch one text)
+    r = run(RING, params, ["second_skips_release", "last_skips_release"])
+    assert released_by(r) == {"consumer0"}
+
+
+def test_a_toggle_scoped_to_a_missing_element_is_refused():
+    with pytest.raises(ParamError) as info:
+        program(RING, {"consumers": 1}, ["second_skips_release"])
+    assert info.value.field == "bugs"
+    assert str(info.value) == ("second_skips_release patches `consumer[1]`, but `consumer` "
+                               "has 1 agent(s)")
+
+
+@pytest.mark.parametrize(("old", "new", "message", "column_text"), [
+    ("in consumer[1] replace", "in producer[1] replace",
+     "bug `second_skips_release`: `producer` is one agent, not an array", "1] replace"),
+    ('[1] replace "consumer_release(pipe_state);"', '[1] replace "mbarrier.init"',
+     "bug `second_skips_release`: 'mbarrier.init' occurs 0 times in agent consumer[1]; a patch "
+     "must find its text exactly once", "in consumer[1]"),
+])
+def test_element_scoped_toggle_errors(old, new, message, column_text):
+    text = RING.replace(old, new, 1)
+    err = load(text).broken["second_skips_release"]
+    assert err.message == message
+    assert at(text, err).startswith(column_text)
+
+
+def test_an_element_scoped_toggle_reaches_a_kernel(tmp_path):
+    cuda = nvcc_compiles(tmp_path, RING, {"consumers": 2, "tiles": 2}, ["second_skips_release"])
+    assert "// BUG: consumer 1 keeps it" not in cuda  # a comment: no line of its own
+    assert cuda.count("consumer_release: mbarrier.arrive") == 1
+
+
+def test_the_checker_finds_what_an_element_scoped_toggle_breaks():
+    from app.check.engine import Explorer, Limits
+
+    bound = Limits(max_states=200_000, timeout_s=3600.0)
+    params = {"consumers": 2, "tiles": 2, "stages": 1}
+    safe = Explorer(from_source(RING).resolve(params, [])).explore(bound)
+    assert safe.complete and not safe.found
+    cfg = from_source(RING).resolve(params, ["second_skips_release"])
+    out = Explorer(cfg).explore(bound)
+    assert "deadlock" in out.found
