@@ -263,7 +263,7 @@ def _cache_policy(o: Operands) -> None:
 def _load(o: Operands) -> tuple:
     nodes = list(o.items)
     dst, offset = o.ref("smem", allow_offset=True)
-    src = o.ref("tensor")[0]
+    src, src_offset = o.ref("tensor", allow_offset=True)
     size = o.value("the byte count")
     bar = o.ref("barrier")[0]
     multicast = None
@@ -277,15 +277,15 @@ def _load(o: Operands) -> tuple:
         cta = o.scope.constants.get("cta", 0)
         multicast = (mask, cta, dst.size, bar.size)
     _cache_policy(o)
-    return (dst, offset, src, size, bar, multicast)
+    return (dst, offset, src, size, bar, multicast, src_offset)
 
 
 def _store(o: Operands) -> tuple:
-    dst = o.ref("tensor")[0]
+    dst, dst_offset = o.ref("tensor", allow_offset=True)
     src, offset = o.ref("smem", allow_offset=True)
     size = o.value("the byte count")
     _cache_policy(o)
-    return (dst, src, offset, size)
+    return (dst, src, offset, size, dst_offset)
 
 
 def _wait_group(o: Operands) -> tuple:

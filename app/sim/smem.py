@@ -19,6 +19,29 @@ W_NONE, W_ASYNC, W_GENERIC, W_GENERIC_FENCED = 0, 1, 2, 3
 WRITER_NAMES = {W_NONE: None, W_ASYNC: "async", W_GENERIC: "generic", W_GENERIC_FENCED: "generic"}
 
 
+SHIFT_SPAN = 1 << 40
+SHIFT_ZERO = 1 << 20
+"""A chunk holds a tile's bytes at the chunk's own position in the stage (what `ld.shared`
+expects), or bytes of the tile from another position: a copy whose global offset differs
+from its shared-memory offset, or a write through another view of the same bytes
+(`smem ... at`). Such content is `shifted(tile, delta)`: the tile id plus (delta / 16 +
+SHIFT_ZERO) * SHIFT_SPAN, where delta = tile byte - stage byte; it equals no tile id."""
+
+
+def shifted(tile: int, delta: int) -> int:
+    if delta == 0 or tile == NO_TILE:
+        return tile
+    return tile + (delta // 16 + SHIFT_ZERO) * SHIFT_SPAN
+
+
+def unshift(content: int) -> tuple[int, int]:
+    """(tile id, delta in bytes) of a chunk's content."""
+    if content < SHIFT_SPAN:
+        return content, 0
+    units, tile = divmod(content, SHIFT_SPAN)
+    return tile, (units - SHIFT_ZERO) * 16
+
+
 def tile_index(tile: int) -> int | None:
     return None if tile == NO_TILE else tile % TILE_SPAN
 
@@ -29,8 +52,10 @@ def tile_tag(m, tile: int) -> str:
 
 
 def tile_word(m, tile: int) -> str:
+    tile, delta = unshift(tile)
     t, k = divmod(tile, TILE_SPAN)
-    return f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
+    word = f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
+    return f"{word} {delta:+} bytes off its place" if delta else word
 
 
 def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> bool:
@@ -55,7 +80,7 @@ def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader
             f"({missing} bytes missing{rest}).", agents=agents, stage=stage_name))
         return False
     held = ", ".join(tile_word(m, t) for t in others if t != NO_TILE)
-    when = "an earlier" if all(t < tile for t in others) else "another"
+    when = "an earlier" if all(unshift(t)[0] < tile for t in others) else "another"
     record["diagnostics"].append(Diagnostic.make(
         "stale_read", m.step_no,
         f"{reader} read {what} from {stage_name} but the buffer still holds {when} tile's data "

@@ -32,7 +32,8 @@ def snapshot(m) -> dict:
         "stages": [
             {"name": m.stage_names[s], "tile": smem.tile_index(m.stage_tile[s]),
              "chunks": [{"tile": smem.tile_index(t), "proxy": smem.WRITER_NAMES[w],
-                         "fenced": w == smem.W_GENERIC_FENCED} for t, w in m.chunks[s]]}
+                         "fenced": w == smem.W_GENERIC_FENCED,
+                         **_shift(t)} for t, w in m.chunks[s]]}
             for s in range(m.n_stages)
         ],
         "agents": [_agent(m, a) for a in range(m.n_agents)],
@@ -94,3 +95,9 @@ def layout(m) -> dict:
                     "source_lines": [a.nodes[n].source_line for n in a.listing]}
                    for a in m.agents],
     }
+
+
+def _shift(content: int) -> dict:
+    """A chunk holding its tile's bytes from another position: how far (docs/engine.md)."""
+    delta = smem.unshift(content)[1]
+    return {"shifted": delta} if delta else {}

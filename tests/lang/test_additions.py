@@ -498,3 +498,79 @@ def test_the_checker_finds_what_an_element_scoped_toggle_breaks():
     cfg = from_source(RING).resolve(params, ["second_skips_release"])
     out = Explorer(cfg).explore(bound)
     assert "deadlock" in out.found
+
+
+# ------------------------------------------------------------- a copy of part of a tile
+
+HALVES = """
+param tiles = 2 in 1..8 "tiles";
+tensor tile[tiles] bytes 4096;
+tensor out[tiles] bytes 4096;
+smem s bytes 4096 chunk 1024;
+barrier full = 1;
+agent a {
+    for (int k = 0; k < tiles; ++k) {
+        mbarrier.arrive.expect_tx.shared::cta.b64 _, [full], 4096;
+        cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+            [s], [tile[k] + 0], 2048, [full];
+        cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+            [s + 2048], [tile[k] + 2048], 2048, [full];
+        mbarrier.try_wait.parity.shared::cta.b64 p, [full], k % 2;
+        ld.shared x, [s], tile[k];
+        cp.async.bulk.global.shared::cta.bulk_group [out[k] + 2048], [s + 2048], 2048;
+        cp.async.bulk.commit_group;
+        cp.async.bulk.wait_group 0;
+    }
+}
+"""
+
+
+def test_a_tile_copied_in_two_parts_reads_whole():
+    r = run(HALVES)
+    assert (r.status, r.diagnostics) == ("done", [])
+
+
+def test_a_part_copied_from_the_wrong_offset_lands_off_its_place():
+    text = HALVES.replace("[tile[k] + 2048], 2048", "[tile[k] + 1024], 2048")
+    r = run(text)
+    kinds = [d["kind"] for d in r.diagnostics]
+    assert kinds[0] == "partial_read"
+    assert "tile 0 -1024 bytes off its place" in r.diagnostics[0]["message"]
+    machine = r.machine_at(r.diagnostics[0]["step"])
+    chunks = machine.snapshot()["stages"][0]["chunks"]
+    assert [c["tile"] for c in chunks] == [0, 0, 0, 0]
+    assert [c.get("shifted") for c in chunks] == [None, None, -1024, -1024]
+
+
+def test_a_global_offset_outside_the_tile_stops_the_run():
+    r = run(HALVES.replace("[tile[k] + 2048], 2048", "[tile[k] + 3072], 2048"))
+    assert r.status == "undefined_behavior"
+    assert r.diagnostics[-1]["rule"] == "copy_shape"
+    assert "at offset 3072 of a tile tile (4096 bytes)" in r.diagnostics[-1]["message"]
+    r = run(HALVES.replace("[out[k] + 2048]", "[out[k] + 2056]"))
+    assert r.diagnostics[-1]["rule"] == "copy_shape"
+
+
+def test_a_global_offset_error_names_its_column():
+    text = HALVES.replace("[tile[k] + 2048]", "[tile[k] + half]")
+    err = error_of(text)
+    assert err.message == "`half` is not declared here"
+    assert at(text, err).startswith("half]")
+
+
+def test_the_checker_sees_the_misplaced_part():
+    from app.check.engine import Explorer, Limits
+
+    bound = Limits(max_states=200_000, timeout_s=3600.0)
+    cfg = from_source(HALVES).resolve({"tiles": 1}, [])
+    assert not Explorer(cfg).explore(bound).found
+    bad = from_source(HALVES.replace("[tile[k] + 2048], 2048", "[tile[k]], 2048"))
+    # `[tile[k]]` with no offset keeps the place of `[s + 2048]`: still whole
+    assert not Explorer(bad.resolve({"tiles": 1}, [])).explore(bound).found
+    bad = from_source(HALVES.replace("[tile[k] + 2048], 2048", "[tile[k] + 0], 2048"))
+    assert "partial_read" in Explorer(bad.resolve({"tiles": 1}, [])).explore(bound).found
+
+
+def test_a_part_of_a_tile_reaches_a_kernel(tmp_path):
+    cuda = nvcc_compiles(tmp_path, HALVES)
+    assert "tile_ptr(c, t) + goff" in cuda
