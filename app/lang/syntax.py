@@ -203,6 +203,8 @@ class Array:
     release: str | None = None
     init: object = None
     pos: Pos = Pos(1, 1)
+    at: str | None = None
+    """`smem o ... at q;`: `o` is another view of `q`'s bytes (a union)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,9 +299,14 @@ class ToAst(Transformer):
         return Array("tensor", str(name), dim, bytes=nbytes, pos=_pos(meta))
 
     def smem(self, meta, children):
-        name, dim, nbytes, chunk, *release = children
-        return Array("smem", str(name), dim, bytes=nbytes, chunk=chunk,
-                     release=release[0] if release else None, pos=_pos(meta))
+        name, dim, nbytes, chunk, *rest = children
+        release = next((r for r in rest if isinstance(r, str)), None)
+        at = next((r[1] for r in rest if isinstance(r, tuple)), None)
+        return Array("smem", str(name), dim, bytes=nbytes, chunk=chunk, release=release,
+                     pos=_pos(meta), at=at)
+
+    def view(self, meta, children):
+        return ("at", str(children[0]))
 
     def barrier(self, meta, children):
         name, dim, *init = children

@@ -299,6 +299,8 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"{smem.tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
     m.chunks[stage][c] = (op[OP_CONTENT], smem.W_ASYNC)
+    if m.aliased:
+        smem.alias_write(m, stage, c, ["tma"], record)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
                              "chunk": c, "tile": smem.tile_index(tile)})

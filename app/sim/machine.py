@@ -146,9 +146,17 @@ class Machine:
         """Whether anything can reach another CTA (remote arrives, multicast, mapa)."""
         self.chunk_base, self.chunk_mask, base = [], [], 0
         for stage in program.stages:
-            self.chunk_base.append(base)
-            self.chunk_mask.append(((1 << stage.chunks) - 1) << base)
-            base += stage.chunks
+            first = base
+            if stage.alias is not None and stage.alias[2]:
+                # a view shares the bits of the bytes it lies over
+                region, offset, _ = stage.alias
+                first = self.chunk_base[region] + offset // stage.chunk_bytes
+            self.chunk_base.append(first)
+            self.chunk_mask.append(((1 << stage.chunks) - 1) << first)
+            base = max(base, first + stage.chunks)
+        self.aliases = smem.alias_map(program)
+        self.aliased = any(v is not None for v in self.aliases)
+        """Per stage, per chunk, the chunks of other views over the same bytes (or None)."""
         self.n_chunk_bits = base
         """Knowledge bits (ordering.py): one per SMEM chunk, then one per barrier."""
         self.tensor_names = [t[0] for t in program.tensors]

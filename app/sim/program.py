@@ -117,6 +117,10 @@ class StageDecl:
     release: int | None
     """Index of the barrier whose arrivals release this stage (its `empty_barrier`), if any."""
     cta: int = 0
+    alias: tuple[int, int, bool] | None = None
+    """(region, byte offset in it, whether this stage is a view) where views of the same bytes
+    exist (`smem o ... at q`): stages of one region that cover the same bytes alias each
+    other; the region is the viewed array's stages end to end (its first stage's index)."""
 
     @property
     def chunks(self) -> int:

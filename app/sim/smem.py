@@ -42,6 +42,54 @@ def unshift(content: int) -> tuple[int, int]:
     return tile, (units - SHIFT_ZERO) * 16
 
 
+def alias_map(program) -> tuple:
+    """Per stage: None, or per chunk the (stage, chunk) pairs of the other views over its
+    bytes (`StageDecl.alias`: views of one region share chunk sizes)."""
+    by_place: dict[tuple[int, int], list] = {}
+    for s, stage in enumerate(program.stages):
+        if stage.alias is not None:
+            region, offset, _ = stage.alias
+            for c in range(stage.chunks):
+                place = (region, offset // stage.chunk_bytes + c)
+                by_place.setdefault(place, []).append((s, c))
+    out = []
+    for s, stage in enumerate(program.stages):
+        if stage.alias is None:
+            out.append(None)
+            continue
+        region, offset, _ = stage.alias
+        out.append(tuple(tuple(x for x in by_place[(region, offset // stage.chunk_bytes + c)]
+                               if x[0] != s) for c in range(stage.chunks)))
+    return tuple(out)
+
+
+def alias_write(m, stage: int, c: int, who: list[str], record: dict) -> None:
+    """Chunk `c` of `stage` was just written: every other view over the same bytes now holds
+    them (its tile's bytes, shifted where the views place them differently), and a tile some
+    agent still owes in that view is overwritten."""
+    views = m.aliases[stage]
+    if views is None:
+        return
+    content, writer = m.chunks[stage][c]
+    tile, delta = unshift(content)
+    size = m.program.stages[stage].chunk_bytes
+    for s2, c2 in views[c]:
+        for (s, old), mask in list(m.owed.items()):
+            if s != s2:
+                continue
+            holders = [x.name for i, x in enumerate(m.agents) if mask >> i & 1]
+            record["diagnostics"].append(Diagnostic.make(
+                "overwrite", m.step_no,
+                f"{who[0]} wrote {m.stage_names[stage]}, which shares its bytes with "
+                f"{m.stage_names[s2]}, while {tile_word(m, old)} was still in use there: "
+                f"{', '.join(holders)} had not released it.",
+                agents=[*who, *holders], stage=m.stage_names[s2]))
+            del m.owed[(s, old)]
+        m.chunks[s2][c2] = (shifted(tile, delta + (c - c2) * size), writer)
+        m.stage_tile[s2] = NO_TILE
+        m.stage_bars[s2] = 0
+
+
 def tile_index(tile: int) -> int | None:
     return None if tile == NO_TILE else tile % TILE_SPAN
 
@@ -130,6 +178,9 @@ def _st_shared(m, a, r, args, record) -> None:
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
     m.stage_bars[stage] = 0
+    if m.aliased:
+        for c in range(len(m.chunks[stage])):
+            alias_write(m, stage, c, [m.agents[a].name], record)
     ordering.write(m, a, ordering.chunk_bits(m, stage))
     record["operands"] = {"stage": stage_name, "tile": tile_index(tile)}
     record["events"].append({"kind": "smem_write", "stage": stage_name,
