@@ -81,6 +81,10 @@ class AgentWriter:
         return ref.cta is not None or "shared::cluster" in self.node.op
 
     def stage(self, ref: Ref, var: str = "s") -> None:
+        if ref.cta is not None and ref.cta.const != self.agent.cta:
+            raise CodegenError(f"`{self.node.op}` on [mapa({ref.array}, {ref.cta.text})]: the "
+                               "generator reads and writes stages of the executing CTA only, "
+                               "not through the cluster window")
         self.index(ref, var)
 
     def tile(self, ref: Ref, var: str = "t") -> None:

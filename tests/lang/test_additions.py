@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from app.capture.cexpr import c_expr
-from app.capture.codegen import generate
+from app.capture.codegen import CodegenError, generate
 from app.lang.compiler import instantiate, load, resolve_params
 from app.lang.errors import ParamError, PipelineError
 from app.scenarios import from_source, get
@@ -704,3 +704,13 @@ def test_views_reach_a_kernel_over_the_same_bytes(tmp_path):
     ring0, ring1, epi = lay.stage_offsets
     assert ring1 == ring0 + 2048 and epi == ring0
     nvcc_compiles(tmp_path, UNION)
+
+
+def test_capture_refuses_a_stage_of_another_cta_and_spells_its_own():
+    text = ("cluster 2;\ntensor t bytes 1024;\nsmem s bytes 1024 chunk 1024;\nagent a {\n"
+            "    st.shared [s], t;\n    ld.shared::cluster x, [mapa(s, cta ^ 1)], t;\n}\n")
+    cfg = from_source(text).resolve({}, [])
+    with pytest.raises(CodegenError, match="stages of the executing CTA only"):
+        generate(cfg.program, "remote", {})
+    own = text.replace("cluster 2;\n", "").replace("mapa(s, cta ^ 1)", "mapa(s, 0)")
+    assert "check_tile(" in generate(from_source(own).resolve({}, []).program, "own", {})
