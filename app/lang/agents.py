@@ -511,10 +511,16 @@ def substitute(node, mapping: dict):
         return mapping.get(node.name, node)
     if isinstance(node, Simple):
         name, field = node.target
-        if name in mapping and isinstance(mapping[name], Name):
-            node = replace(node, target=(mapping[name].name, field))
+        index = None if node.index is None else substitute(node.index, mapping)
+        arg = mapping.get(name)
+        if isinstance(arg, Name):
+            node = replace(node, target=(arg.name, field))
+        elif (isinstance(arg, syntax.Index) and isinstance(arg.base, Name) and field is None
+              and index is None):  # `h(ph[j])` where the helper writes its parameter
+            node = replace(node, target=(arg.base.name, None))
+            index = arg.index
         value = None if node.value is None else substitute(node.value, mapping)
-        return replace(node, value=value)
+        return replace(node, value=value, index=index)
     if isinstance(node, tuple):
         return tuple(substitute(n, mapping) for n in node)
     if hasattr(node, "__dataclass_fields__") and not isinstance(node, syntax.Pos):

@@ -714,3 +714,21 @@ def test_capture_refuses_a_stage_of_another_cta_and_spells_its_own():
         generate(cfg.program, "remote", {})
     own = text.replace("cluster 2;\n", "").replace("mapa(s, cta ^ 1)", "mapa(s, 0)")
     assert "check_tile(" in generate(from_source(own).resolve({}, []).program, "own", {})
+
+
+def test_a_helper_reads_and_writes_register_array_elements_it_is_given():
+    text = PHASES.replace("agent a {", """helper flip(bit) {
+    bit ^= 1;
+}
+
+helper flip_at(bits, i) {
+    bits[i] ^= 1;
+}
+
+agent a {""").replace("ph[j] ^= 1; j = (j + 1) % stages;",
+                      "flip(ph[j]);\n        flip_at(ph, j);\n        flip(ph[j]);\n"
+                      "        j = (j + 1) % stages;")
+    r = run(text)
+    assert (r.status, r.diagnostics) == ("done", [])
+    assert [s["operands"]["parity"] for s in steps(r) if "try_wait" in s["op"]] == [
+        0, 0, 0, 1, 1, 1, 0]
