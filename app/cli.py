@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -155,10 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
+            import os
+
             import uvicorn
 
+            os.environ["MBI_WORKERS"] = str(args.workers)  # its processes share the host's
+            from app.core.wire import uvicorn_options
+
             uvicorn.run("app.main:app", host=args.host, port=args.port, workers=args.workers,
-                        ws_per_message_deflate=args.ws_deflate)
+                        ws_per_message_deflate=args.ws_deflate, **uvicorn_options())
             return 0
         if args.command == "trace":
             return cmd_trace(args)
@@ -176,7 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamError, MoveError) as err:
         field = f"{err.field}: " if isinstance(err, ParamError) else ""
         parser.error(f"{field}{err}")
+    except BrokenPipeError:
+        return _reader_gone()
     return 2
+
+
+def _reader_gone() -> int:
+    """The reader of stdout left (`| head`): no traceback, and the shell's status for SIGPIPE,
+    which no verdict uses (0 safe, 1 unsafe, 2 usage, 3 internal)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 

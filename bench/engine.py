@@ -3,14 +3,22 @@
 Run: `.venv/bin/python bench/engine.py`. Targets from the engine issue: at least 200,000 steps/s on
 double_buffer_tma (stages 4, 100,000 tiles) and under 5 ms per random snapshot of a
 1,000,000-step trace.
+
+`bench/engine.py --against ../main` first prints the round-robin figure of this checkout beside
+that of another one (its engine as the reference), each in its own process, alternating, in CPU
+seconds of that process: on a busy machine wall-clock figures say more about the neighbours.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from app.scenarios import get
 from app.sim.schedule import Schedule
@@ -25,7 +33,43 @@ def build(schedule: Schedule, **params) -> tuple[Run, float]:
     return run, time.perf_counter() - start
 
 
+CPU_PROBE = """
+import time
+from app.scenarios import get
+from app.sim.schedule import Schedule
+from app.sim.trace import Run
+scenario = get("double_buffer_tma")
+cfg = scenario.resolve({"stages": 4, "tiles": 100_000}, [])
+start = time.process_time()
+run = Run.complete(cfg, Schedule("round_robin"), scenario.describe(cfg), step_limit=%d)
+print(run.total_steps / (time.process_time() - start))
+"""
+
+
+def cpu_rate(tree: Path, steps: int) -> float:
+    """Round-robin steps per CPU second of one process running `tree`'s engine."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", CPU_PROBE % steps], cwd=tree, env=env,
+                         capture_output=True, text=True, check=True, timeout=600)
+    return float(out.stdout.split()[-1])
+
+
+def against(reference: Path, rounds: int = 3, steps: int = 400_000) -> None:
+    here = Path(__file__).resolve().parents[1]
+    print(f"double_buffer_tma S=4, round robin, {steps:,} steps, steps per CPU second "
+          f"(best of {rounds}, alternating):")
+    rates: dict[Path, list[float]] = {here: [], reference: []}
+    for _ in range(rounds):
+        for tree in rates:
+            rates[tree].append(cpu_rate(tree, steps))
+    for tree, values in rates.items():
+        print(f"  {str(tree):<28} {max(values):>9,.0f}  ({', '.join(f'{v:,.0f}' for v in values)})")
+
+
 def main() -> None:
+    if "--against" in sys.argv:
+        against(Path(sys.argv[sys.argv.index("--against") + 1]).resolve())
+        return
     print("double_buffer_tma, stages 4, 100,000 tiles (the run stops at the 1,000,000-step limit)")
     runs = {}
     for schedule in (Schedule("round_robin"), Schedule("random", seed=1)):

@@ -11,7 +11,16 @@ def compact_json(value) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def json_response(body: dict | bytes) -> Response:
-    """A fresh response around `body` (a value, or bytes already encoded by `compact_json`)."""
+IMMUTABLE = "public, max-age=86400, immutable"
+"""A document that its URL fixes (a built-in's run and window: the engine is a pure function),
+for as long as one server version runs: a day, never revalidated meanwhile."""
+PRIVATE_IMMUTABLE = "private, max-age=86400, immutable"
+"""The same for a session id's documents: fixed by the id, but the id is one user's."""
+
+
+def json_response(body: dict | bytes, cache: str | None = None) -> Response:
+    """A fresh response around `body` (a value, or bytes already encoded by `compact_json`),
+    with `cache` as its Cache-Control."""
     content = body if isinstance(body, bytes) else compact_json(body)
-    return Response(content, media_type="application/json")
+    headers = {"Cache-Control": cache} if cache else None
+    return Response(content, media_type="application/json", headers=headers)

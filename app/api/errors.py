@@ -13,6 +13,7 @@ from starlette.requests import HTTPConnection
 from starlette.routing import Match
 
 from app.api.sources import NeedSource
+from app.core.clients import TooMany
 from app.core.pool import Busy
 from app.scenarios import ParamError, PipelineError
 from app.sim.machine import MoveError
@@ -32,6 +33,13 @@ def fail(status: int, location: str, field, message: str) -> HTTPException:
     """An HTTP error to raise, in the same shape as `field_error` (a 503 says when to retry)."""
     headers = {"Retry-After": "5"} if status == 503 else None
     return HTTPException(status, detail(location, field, message), headers=headers)
+
+
+def too_many(exc: TooMany) -> JSONResponse:
+    return JSONResponse(status_code=429, headers={"Retry-After": str(exc.retry_after)},
+                        content={"detail": detail("server", "rate",
+                                                  f"{exc.what}: past this server's share for "
+                                                  f"one client; retry after {exc.retry_after} s")})
 
 
 def _query_names(dependant) -> set[str]:
@@ -56,6 +64,22 @@ async def known_query(connection: HTTPConnection) -> None:
                                                 f"{', '.join(sorted(known)) or 'none'}")
 
 
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app, scope) -> list[str]:
+    """Every method some route of the path takes, found by asking the routes with each method
+    (an included router answers for its own routes)."""
+    out = set()
+    for route in app.router.routes:
+        out |= {m for m in METHODS
+                if route.matches({**scope, "method": m})[0] is Match.FULL}
+    return sorted(out)
+
+
+MAX_ERRORS = 20
+"""Validation errors listed in one 422 (`errors_total` counts them all): a body of 10,000 bad
+items is not answered with 10,000 errors."""
 MAX_ECHO = 200
 """Longest `input` echoed back in a validation error; a 10,000-op body is not sent back whole."""
 
@@ -86,9 +110,12 @@ def _json_safe(value):
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [_name_the_field(e) for e in exc.errors()]
-        return JSONResponse(status_code=422,
-                            content={"detail": _json_safe(jsonable_encoder(errors))})
+        every = exc.errors()
+        errors = [_name_the_field(e) for e in every[:MAX_ERRORS]]
+        content = {"detail": _json_safe(jsonable_encoder(errors))}
+        if len(every) > MAX_ERRORS:  # the first ones, and how many there were
+            content["errors_total"] = len(every)
+        return JSONResponse(status_code=422, content=content)
 
     @app.exception_handler(ParamError)
     async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
@@ -107,15 +134,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = dict(exc.headers or {})
-        if exc.status_code == 405:  # name every method of the path, not one route's
-            methods = set()
-            for route in request.app.router.routes:
-                if getattr(route, "methods", None) and route.matches(request.scope)[0] in (
-                        Match.FULL, Match.PARTIAL):
-                    methods |= route.methods
-            headers["Allow"] = ", ".join(sorted(methods))
+        if exc.status_code == 405 and not headers.get("Allow"):
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
                             headers=headers)
+
+    @app.exception_handler(TooMany)
+    async def _too_many(request: Request, exc: TooMany) -> JSONResponse:
+        return too_many(exc)
 
     @app.exception_handler(Busy)
     async def _busy(request: Request, exc: Busy) -> JSONResponse:

@@ -27,6 +27,8 @@ WHY = {
     413: "The body is larger than 1 MiB",
     415: "A POST with a body must be application/json; a body-less POST may not be a form",
     422: "A field is wrong: `loc` names it, `msg` says why",
+    429: "Past this client's share (requests, build time, checks or streams): retry after "
+         "`Retry-After` seconds",
     503: "Busy: every worker is taken; retry after `Retry-After` seconds",
 }
 
@@ -43,7 +45,7 @@ def errors(*codes: int, ok: int = 200, ok_body: str = "the answer",
         ok: {"description": ok_body, "content": {media: {"schema": schema}}}}
     for code in codes:
         entry: dict[str, Any] = {"description": WHY[code], "model": ErrorBody}
-        if code == 503:
+        if code in (429, 503):
             entry["headers"] = {"Retry-After": {"schema": {"type": "integer"},
                                                 "description": "seconds to wait"}}
         out[code] = entry
@@ -56,7 +58,8 @@ JSON_ONLY = errors(400, 413, 415)
 
 
 def add_common_responses(app) -> None:
-    """Every POST may also answer 400, 413 and 415 (`app.core.security.Guard`)."""
+    """Every POST may also answer 400, 413 and 415, and every API route 429
+    (`app.core.security.Guard`, `app.core.clients`)."""
     build = app.openapi
 
     def openapi() -> dict:
@@ -64,7 +67,12 @@ def add_common_responses(app) -> None:
             return app.openapi_schema
         schema = build()
         ref = {"$ref": "#/components/schemas/ErrorBody"}
-        for operations in schema.get("paths", {}).values():
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values() if path.startswith("/api/") else ():
+                operation["responses"].setdefault("429", {
+                    "description": WHY[429], "content": {"application/json": {"schema": ref}},
+                    "headers": {"Retry-After": {"schema": {"type": "integer"},
+                                                "description": "seconds to wait"}}})
             post = operations.get("post")
             if post is None:
                 continue

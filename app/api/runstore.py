@@ -3,7 +3,7 @@
 A run is a pure function of its `RunKey` (scenario, canonical params and bugs, schedule, picks,
 step limit), so any worker process or host rebuilds any run; the store only saves time. Builds go
 to the build pool (`app.api.work.builds`): never on the event loop nor under its GIL. Concurrent
-requests for one run wait for one build. The store is bounded in runs and in steps and drops
+requests for one run wait for one build. The store is bounded in runs and in bytes and drops
 idle runs; only the event loop's thread touches it.
 """
 
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from app.api.work import builds
+from app.core.clients import build_admit, build_charge
 from app.core.config import settings
 from app.scenarios import ParamError, Scenario, from_source
 from app.scenarios import get as get_scenario
@@ -26,8 +28,39 @@ from app.sim.trace import CHECKPOINT_EVERY, STEP_LIMIT, Run
 
 SESSION_STEP_LIMIT = 100_000
 """A session's run stops here (status `step_limit`); GET /traces serves longer runs in windows."""
-CACHED_STEPS = 4_000_000
-"""Steps kept by all cached runs of a process together (about 1 byte each plus checkpoints)."""
+ENTRY_OVERHEAD = 64 << 10
+"""Bytes an entry costs besides its run: its kept positions, its scratch machine."""
+
+
+def cache_budget(config=settings) -> int:
+    """Bytes the runs of this process may take: the host's budget (`MBI_RUN_CACHE_MB`) shared
+    by its server processes (`MBI_WORKERS`): every process keeps its own runs."""
+    return (config.run_cache_mb << 20) // max(1, config.workers)
+
+
+def deep_size(value, limit: int = 200_000) -> int:
+    """Bytes of a nested structure of tuples, lists, dicts and scalars (what a checkpoint or a
+    diagnostic is), counted object by object; shared objects count each time."""
+    total, stack, seen = 0, [value], 0
+    while stack and seen < limit:
+        item = stack.pop()
+        seen += 1
+        total += sys.getsizeof(item)
+        if isinstance(item, tuple | list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return total
+
+
+def run_bytes(run: Run) -> int:
+    """What a built run keeps in memory, estimated from one checkpoint and one diagnostic."""
+    choices = len(run.choices) * getattr(run.choices, "itemsize", 1)
+    checkpoints = len(run.checkpoints) * (deep_size(run.checkpoints[-1]) + 64)
+    diagnostics = len(run.diagnostics) * (deep_size(run.diagnostics[-1])
+                                          if run.diagnostics else 0)
+    return ENTRY_OVERHEAD + choices + checkpoints + diagnostics
 POSITIONS_PER_RUN = 64
 """Machine states kept per run near where clients stand, so a step costs one move, not 255."""
 
@@ -125,11 +158,12 @@ _serials = itertools.count()
 class Entry:
     """One built run and a few machine states near where its clients stand."""
 
-    __slots__ = ("key", "run", "positions", "scratch", "used", "serial")
+    __slots__ = ("key", "run", "positions", "scratch", "used", "serial", "bytes")
 
     def __init__(self, key: RunKey, run: Run):
         self.key = key
         self.run = run
+        self.bytes = run_bytes(run)
         self.serial = next(_serials)
         self.positions: OrderedDict[int, tuple] = OrderedDict()
         self.scratch = Machine(run.cfg)
@@ -176,11 +210,13 @@ def ready_names(machine: Machine) -> list[str]:
 
 
 class RunStore:
-    """Built runs of this process by key: least recently used first, bounded, idle ones dropped."""
+    """Built runs of this process by key: least recently used first, bounded in runs and in
+    bytes (`cache_budget`), idle ones dropped."""
 
     def __init__(self) -> None:
         self.entries: OrderedDict[RunKey, Entry] = OrderedDict()
         self.steps = 0
+        self.bytes = 0
         self.building: dict[tuple, asyncio.Future] = {}
 
     def peek(self, key: RunKey) -> Entry | None:
@@ -190,16 +226,21 @@ class RunStore:
             self.entries.move_to_end(key)
         return entry
 
-    async def get(self, key: RunKey, named: list[tuple[int, str]] | None = None) -> Entry:
+    async def get(self, key: RunKey, named: list[tuple[int, str]] | None = None,
+                  clients: tuple[str, ...] = ()) -> Entry:
         """The entry of `key` (with `named` picks: of the key they resolve to), built in the
-        build pool if no one has it; `ParamError`, `Busy` as the build raises them."""
+        build pool if no one has it; `ParamError`, `Busy` as the build raises them. A build is
+        charged to `clients` (app.core.clients): one past its share of build time gets
+        `TooMany` before its build starts."""
         entry = None if named else self.peek(key)
         if entry is not None:
             return entry
         token = (key, tuple(named or ()))
         pending = self.building.get(token)
         if pending is None:
+            build_admit(clients)
             pending = self.building[token] = asyncio.get_running_loop().create_future()
+            started = time.monotonic()
             try:
                 run, built = await builds.run(build_run, key, named)
                 pending.set_result(self.put(built, run))
@@ -212,6 +253,7 @@ class RunStore:
                 raise
             finally:
                 del self.building[token]
+                build_charge(clients, time.monotonic() - started)
         return await asyncio.shield(pending)
 
     def put(self, key: RunKey, run: Run) -> Entry:
@@ -220,17 +262,20 @@ class RunStore:
             return old
         entry = self.entries[key] = Entry(key, run)
         self.steps += run.total_steps
+        self.bytes += entry.bytes
         self.evict()
         return entry
 
     def evict(self) -> None:
         idle_before = time.monotonic() - settings.session_idle_s
         entries = self.entries
+        budget = cache_budget(settings)
         while len(entries) > 1 and (len(entries) > settings.max_sessions
-                                    or self.steps > CACHED_STEPS
+                                    or self.bytes > budget
                                     or next(iter(entries.values())).used < idle_before):
             _, entry = entries.popitem(last=False)
             self.steps -= entry.run.total_steps
+            self.bytes -= entry.bytes
 
 
 store = RunStore()

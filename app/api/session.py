@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import replace
 
@@ -14,6 +15,7 @@ from fastapi import Response
 from app.api.errors import fail
 from app.api.runstore import Entry, RunKey, ready_names, store
 from app.api.token import MAX_PICKS, SessionToken, unknown_session
+from app.core.clients import requests_by_session, session_client
 from app.scenarios import ParamError
 from app.sim.machine import Machine, MoveError
 from app.sim.trace import Run
@@ -100,6 +102,26 @@ def patch_json(entry: Entry, step: int, cursor: Machine,
     return text, snapshot
 
 
+MAX_DIAGNOSTICS = 256
+"""Diagnostics a session view or a socket's `changed` message lists: all of a run with at most
+this many, else those nearest the cursor (and the run's first one); `diagnostics_total` counts
+them all, and GET .../trace windows give the others (a `while (1)` that arrives forever has one
+per step: every one of them made a 28.8 MB answer)."""
+
+
+def diagnostics_near(diagnostics: list[dict], step: int) -> dict:
+    """`{"diagnostics": [...], "diagnostics_total": n}` for a cursor at `step`."""
+    total = len(diagnostics)
+    if total <= MAX_DIAGNOSTICS:
+        return {"diagnostics": diagnostics, "diagnostics_total": total}
+    at = bisect_left(diagnostics, step, key=lambda d: d["step"])
+    lo = max(0, min(at - MAX_DIAGNOSTICS // 2, total - MAX_DIAGNOSTICS + 1))
+    near = diagnostics[lo:lo + MAX_DIAGNOSTICS - 1]
+    if lo > 0:
+        near = [diagnostics[0], *near]
+    return {"diagnostics": near, "diagnostics_total": total}
+
+
 def scenario_block(key: RunKey, run: Run) -> dict:
     return {**run.scenario, "schedule": key.schedule.as_dict()}
 
@@ -122,12 +144,13 @@ def picks_by_name(entry: Entry, key: RunKey) -> list[dict]:
 
 def view(token: SessionToken, entry: Entry, *, layout: bool = False) -> str:
     """A session as the API answers it (JSON text): where the cursor is, what just happened,
-    who may move; with `layout`, also the layout, the run's diagnostics and the picks."""
+    who may move; with `layout`, also the layout, the run's diagnostics (`diagnostics_near`)
+    and the picks."""
     run = entry.run
     head = {"id": token.encode(), "scenario": scenario_block(token.key, run)}
     if layout:
         head["layout"] = run.machine_at(0).layout()
-        head["diagnostics"] = run.diagnostics
+        head.update(diagnostics_near(run.diagnostics, token.step))
         head["picks"] = picks_by_name(entry, token.key)
     return (json.dumps(head, separators=(",", ":"))[:-1] + ","
             + frame_json(entry, token.step)[1:])
@@ -142,11 +165,20 @@ def document(token: SessionToken, entry: Entry, first: int, last: int | None,
     return doc
 
 
-async def open_token(session_id: str) -> tuple[SessionToken, Entry]:
-    """The session of an id, with its run; 404 for an id whose run cannot be rebuilt."""
+def clients_of(token: SessionToken, where: str | None = None) -> tuple[str, ...]:
+    """Whom work done for `token` is charged to: its session, and the address `where`."""
+    return tuple(k for k in (session_client(token), where) if k)
+
+
+async def open_token(session_id: str, where: str | None = None) -> tuple[SessionToken, Entry]:
+    """The session of an id, with its run; 404 for an id whose run cannot be rebuilt. The
+    session's request bucket pays for it (429 past its rate)."""
     token = SessionToken.decode(session_id)
+    session = session_client(token)
+    if session is not None:
+        requests_by_session.take(session)
     try:
-        entry = await store.get(token.key)
+        entry = await store.get(token.key, clients=clients_of(token, where))
     except ParamError as err:
         raise unknown_session(err.message[:200]) from None
     if token.step > entry.run.total_steps:
@@ -181,7 +213,8 @@ async def step_session(token: SessionToken, agent: str | None,
         raise fail(409, "body", "agent", f"a session holds at most {MAX_PICKS} picks; let the "
                                          "schedule choose (step without naming an agent)")
     key = replace(token.key, picks=picks)
-    return SessionToken(key, step + 1), await store.get(key)
+    return replace(token, key=key, step=step + 1), await store.get(
+        key, clients=clients_of(token))
 
 
 def clamp_step(step: int, entry: Entry, location: str = "body") -> int:

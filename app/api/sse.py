@@ -6,6 +6,7 @@ as WebSockets (`settings.max_sessions` per process)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import replace
@@ -17,6 +18,7 @@ from app.api.errors import fail
 from app.api.runstore import Entry
 from app.api.stream import Stream, streams
 from app.api.token import SessionToken
+from app.core.clients import address, session_client, stream_slot
 
 
 def event_stream(request: Request, token: SessionToken, entry: Entry, first: int | None,
@@ -29,6 +31,8 @@ def event_stream(request: Request, token: SessionToken, entry: Entry, first: int
         start = int(last_id) + 1
     if streams.full():
         raise fail(503, "server", "streams", "this server has too many open streams; retry")
+    slot = contextlib.ExitStack()
+    slot.enter_context(stream_slot(session_client(token), address(request.scope)))
     stream = Stream(replace(token, step=max(0, start - 1)), entry)
     total = entry.run.total_steps
 
@@ -56,5 +60,20 @@ def event_stream(request: Request, token: SessionToken, entry: Entry, first: int
         finally:
             streams.open -= 1
 
-    return StreamingResponse(lines(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return HeldStream(slot, lines(), media_type="text/event-stream",
+                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+class HeldStream(StreamingResponse):
+    """A stream that holds its client's stream slots until it is done, however it ends (even
+    when its client leaves before the first byte, and the generator never runs)."""
+
+    def __init__(self, slot: contextlib.ExitStack, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slot = slot
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.close()

@@ -26,6 +26,8 @@ from fastapi import HTTPException, WebSocket, WebSocketDisconnect
 from app.api.runstore import Entry, store
 from app.api.session import (
     clamp_step,
+    clients_of,
+    diagnostics_near,
     frame_json,
     open_token,
     patch_json,
@@ -35,6 +37,7 @@ from app.api.session import (
 from app.api.session import step_session as step_once
 from app.api.sources import NeedSource
 from app.api.token import SessionToken
+from app.core.clients import TooMany, address, session_client, stream_slot
 from app.core.config import settings
 from app.core.pool import Busy
 from app.core.security import BodyError, check_json
@@ -163,7 +166,8 @@ class Stream:
         if changed:
             run = entry.run
             more = {"changed": True, "scenario": scenario_block(token.key, run),
-                    "diagnostics": run.diagnostics, "picks": picks_by_name(entry, token.key)}
+                    **diagnostics_near(run.diagnostics, token.step),
+                    "picks": picks_by_name(entry, token.key)}
             parts += [",", json.dumps(more, separators=(",", ":"))[1:-1]]
         parts.append("}")
         return "".join(parts)
@@ -181,6 +185,10 @@ def error_message(err: Exception) -> dict:
         return {"type": "error", "status": 409, "field": "agent", "message": str(err)}
     if isinstance(err, Busy):
         return {"type": "error", "status": 503, "field": "server", "message": str(err)}
+    if isinstance(err, TooMany):
+        return {"type": "error", "status": 429, "field": "server", "retry_after":
+                err.retry_after, "message": f"{err.what}: past this server's share for one "
+                                            f"client; retry after {err.retry_after} s"}
     detail = err.detail[0] if isinstance(err.detail, list) else {"loc": ["session_id"],
                                                                   "msg": str(err.detail)}
     return {"type": "error", "status": err.status_code, "field": detail["loc"][-1],
@@ -247,7 +255,7 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
                                               "/api/v1/pipelines/sources, then reconnect"})
         await websocket.close(code=4409)
         return
-    except (HTTPException, Busy) as err:
+    except (HTTPException, Busy, TooMany) as err:
         message = error_message(err)
         await websocket.send_json(message)
         await websocket.close(code=4000 + message["status"])
@@ -255,6 +263,13 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
     if streams.full():
         await websocket.send_json({"type": "error", "status": 503, "field": "session_id",
                                    "message": "this server has too many open streams; retry"})
+        await websocket.close(code=1013)
+        return
+    slot = contextlib.ExitStack()
+    try:
+        slot.enter_context(stream_slot(session_client(token), address(websocket.scope)))
+    except TooMany as err:
+        await websocket.send_json(error_message(err))
         await websocket.close(code=1013)
         return
     streams.open += 1
@@ -315,7 +330,7 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
             allowance -= 1
             try:
                 await obey(parse_command(text))
-            except (ParamError, MoveError, HTTPException, Busy) as err:
+            except (ParamError, MoveError, HTTPException, Busy, TooMany) as err:
                 outbox.put(error_message(err))
 
     async def obey(command: dict) -> None:
@@ -361,8 +376,8 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
             stop()
             key = replace(stream.token.key, picks=())
             changed = key != stream.token.key
-            stream.entry = await store.get(key)
-            stream.token = SessionToken(key, 0)
+            stream.entry = await store.get(key, clients=clients_of(stream.token))
+            stream.token = replace(stream.token, key=key, step=0)
         else:
             raise ParamError("type", "type must be one of play, pause, speed, step, back, "
                                      "seek, reset")
@@ -382,6 +397,7 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
         for task in (reader, outbox.sender):
             task.cancel()
         streams.open -= 1
+        slot.close()
         for task in (reader, outbox.sender):
             if task.done() and not task.cancelled():
                 task.exception()  # retrieved: a client that left is not an error

@@ -15,6 +15,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import secrets
 import time
 import zlib
 from collections import OrderedDict
@@ -65,10 +66,12 @@ class TokenFields(RunSpec):
     v: Annotated[StrictInt, Field(ge=1, le=1)]
     kind: Annotated[StrictStr, Field(max_length=20)]
     picks: Annotated[list[tuple[Annotated[StrictInt, Field(ge=1, le=SESSION_STEP_LIMIT)],
-                                Annotated[StrictInt, Field(ge=0, le=255)]]],
+                                Annotated[StrictInt, Field(ge=0, le=2**32 - 1)]]],
                      Field(max_length=MAX_PICKS)] = []
     step: Step
     issued: Annotated[StrictInt, Field(ge=0, le=2**40)]
+    c: Annotated[StrictStr, Field(pattern="^[0-9a-f]{16}$")] | None = None
+    """The session's client stamp: made by `POST /sessions`, kept by every step."""
 
 
 @cache
@@ -76,12 +79,22 @@ def _key() -> bytes:
     return session_key(settings)
 
 
+def new_client() -> str:
+    return secrets.token_hex(8)
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """The bytes of a canonical unpadded base64url text; any other spelling of them (padding,
+    stray characters, other values of a last character's unused bits) is a `ValueError`, so one
+    id has one spelling."""
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical spelling")
+    return data
 
 
 def _mac(payload: bytes) -> bytes:
@@ -98,6 +111,9 @@ class SessionToken:
 
     key: RunKey
     step: int
+    client: str = ""
+    """A stamp every id of one session (one student) carries: its share of the server
+    (app.core.clients). Ids from before it have none, and count as their address."""
 
     def encode(self, now: float | None = None) -> str:
         key = self.key
@@ -107,6 +123,8 @@ class SessionToken:
         fields = {"v": 1, **where, "params": dict(key.params),
                   "bugs": list(key.bugs), "kind": key.schedule.kind, "seed": key.schedule.seed,
                   "picks": key.picks, "step": self.step, "issued": issued}
+        if self.client:
+            fields["c"] = self.client
         payload = json.dumps(fields, separators=(",", ":")).encode()
         if len(payload) > 600:  # only ids with many picks: compressing costs more than the bytes
             payload = b"z" + zlib.compress(payload, 6)
@@ -157,7 +175,7 @@ class SessionToken:
         key = RunKey(fields.scenario or "", tuple(sorted(
             params_dict(fields.params).items())),
             tuple(fields.bugs), schedule, tuple(fields.picks), source=source)
-        return cls(key, fields.step)
+        return cls(key, fields.step, fields.c or "")
 
 
 def _check_age(now: float, issued: int) -> None:

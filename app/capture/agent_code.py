@@ -5,11 +5,28 @@ from __future__ import annotations
 
 import re
 
-from app.sim.program import SINK, Assign, Branch, Expr, Jump, Line, Program, Ref
-from app.sim.smem import TILE_SPAN
+from app.sim.core import TILE_SPAN
+from app.sim.program import (
+    SINK,
+    WAIT_BLOCKS,
+    WAIT_MAY_FAIL,
+    Assign,
+    Branch,
+    Expr,
+    Jump,
+    Line,
+    Program,
+    Ref,
+)
 
 from .cexpr import c_expr
-from .kernel_layout import ERROR_OPERAND_RANGE, ERROR_OUT_OF_BOUNDS, CodegenError, Layout
+from .kernel_layout import (
+    ERROR_OPERAND_RANGE,
+    ERROR_OUT_OF_BOUNDS,
+    NAMED_BARRIER_EXIT,
+    CodegenError,
+    Layout,
+)
 
 
 def cname(name: str) -> str:
@@ -159,11 +176,92 @@ class AgentWriter:
         self.emit("if (c.lane == 0) {", 2)
         self.emit("pre = stamp();", 3)
         self.emit(f"mbar_init({addr}, count);", 3)
-        self.emit("mbar_init_fence();", 3)
+        if self.fences_itself():
+            self.emit('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the '
+                      "program spells its own fence.mbarrier_init", 3)
+        else:
+            self.emit("mbar_init_fence();", 3)
         self.emit("post = stamp();", 3)
         self.emit("}", 2)
         self.emit("__syncwarp();", 2)
         self._log("init", "0", "b", "count")
+
+    def fences_itself(self) -> bool:
+        """Whether the program orders its inits with its own cluster barrier lines: then the
+        kernel adds no `fence.mbarrier_init` (it must never be safer than its program)."""
+        return any(getattr(n, "kind", None) in ("mbarrier_init_fence", "cluster_arrive")
+                   for agent in self.program.agents for n in agent.nodes)
+
+    # ------------------------------------------------- named barriers, warp, cluster barrier
+
+    def _named(self, a, word: str) -> None:
+        """`bar{.cta}.sync` / `barrier{.cta}.arrive{.aligned}` as spelled, by every lane of the
+        warp (an agent's arrival counts its 32 threads, as in the engine)."""
+        bar_id, count = a
+        if count is None:
+            raise CodegenError(f"`{self.node.op}` without a thread count: the kernel holds a "
+                               "warp that is done at its end, so a barrier of every thread would "
+                               "wait for warps the program let exit")
+        if bar_id.const is not None and not 0 <= bar_id.const < NAMED_BARRIER_EXIT:
+            raise CodegenError(f"`{self.node.op}` on barrier {bar_id.const}: the kernel ends on "
+                               f"barrier {NAMED_BARRIER_EXIT}; use 0..{NAMED_BARRIER_EXIT - 1}")
+        self.emit(f"const i64 id = {self.expr(bar_id)};", 2)
+        self.emit(f"const i64 n = {self.expr(count)};", 2)
+        self.emit(f"if (id < 0 || id >= {NAMED_BARRIER_EXIT} || n <= 0 || n > 1024 || n % 32) "
+                  f"{{ err_code = {ERROR_OPERAND_RANGE}; err_value = id; goto error; }}", 2)
+        self.emit("const u64 pre = stamp();", 2)
+        self.emit(f'asm volatile("{self.node.op} %0, %1;" :: "r"((u32)id), "r"((u32)n) : '
+                  '"memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self._log(word, "0", "(u64)id", "(u64)n")
+
+    def _bar_sync(self, a) -> None:
+        self._named(a, "bar_sync")
+
+    def _bar_arrive(self, a) -> None:
+        self._named(a, "bar_arrive")
+
+    def _elect(self, a) -> None:
+        """`elect.sync d|p` by the whole warp; the agent is its elected thread, so every lane
+        takes lane 0's answer (the engine's: d = 0, p = 1)."""
+        dest, pred, _mask = a
+        self.emit("u32 d = 0, p = 0;", 2)
+        self.emit("const u64 pre = stamp();", 2)
+        self.emit('asm volatile("{\\n\\t.reg .pred P;\\n\\telect.sync %0|P, 0xffffffff;\\n\\t'
+                  'selp.u32 %1, 1, 0, P;\\n\\t}" : "=r"(d), "=r"(p) :: "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self.emit("const u32 leader = __shfl_sync(FULL_MASK, d, 0);", 2)
+        self.emit("const u32 elected = __shfl_sync(FULL_MASK, p, 0);", 2)
+        self._log("elect", "0", "leader", "elected")
+        if dest != SINK:
+            self.emit(f"{self.reg(dest)} = leader;", 2)
+        if pred != SINK:
+            self.emit(f"{self.reg(pred)} = elected;", 2)
+
+    def _warp_sync(self, a) -> None:
+        self.emit("const u64 pre = stamp();", 2)
+        self.emit('asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self._log("warp_sync")
+
+    def _cluster(self, word: str) -> None:
+        self.emit("const u64 pre = stamp();", 2)
+        self.emit(f'asm volatile("{self.node.op};" ::: "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self._log(word)
+
+    def _cluster_arrive(self, a) -> None:
+        self._cluster("cluster_arrive")
+
+    def _cluster_wait(self, a) -> None:
+        self._cluster("cluster_wait")
+
+    def _mbarrier_init_fence(self, a) -> None:
+        self._cluster("mbarrier_init_fence")
+
+    def _setmaxnreg(self, a) -> None:
+        raise CodegenError(f"`{self.node.op}` is executed by a warpgroup; the generator runs "
+                           "each agent as one warp")
 
     def _arrive_like(self, a, kind: str, call: str) -> None:
         dest, bar, count = a
@@ -220,14 +318,17 @@ class AgentWriter:
         self._log("complete_tx", "0", "b", "v")
 
     def _wait_parity(self, a) -> None:
-        dest, bar, parity, blocking = a
+        dest, bar, parity, blocking, hint = a
         addr = self.barrier(bar)
         self.emit(f"const i64 parity = {self.expr(parity)};", 2)
         self.emit(f"if (parity != 0 && parity != 1) {{ err_code = {ERROR_OPERAND_RANGE}; "
                   "err_value = parity; goto error; }", 2)
         self.emit("u32 tries = 1;", 2)
         self.emit("const u64 pre = stamp();", 2)
-        if blocking:
+        if blocking == WAIT_MAY_FAIL:
+            self.emit("// one try: the program branches on the answer (PTX's time limit)", 2)
+            self.emit(f"u32 ok = {self._one_try(addr, '(u32)parity', hint, parity=True)};", 2)
+        elif blocking:
             self.emit("// every lane waits (each gets the acquire); the warp agrees on the "
                       "answer", 2)
             self.emit(f"u32 ok = bounded_wait_parity({addr}, (u32)parity, c.deadline, &tries);",
@@ -236,30 +337,45 @@ class AgentWriter:
             self.emit(f"u32 ok = mbar_test_wait_parity({addr}, (u32)parity);", 2)
         self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
         self.emit("const u64 post = stamp();", 2)
-        self._log("wait_parity", "0", "b", "(u64)parity", "ok", "tries", str(int(blocking)))
+        self._log("wait_parity", "0", "b", "(u64)parity", "ok", "tries",
+                  str(int(blocking == WAIT_BLOCKS)))
         if dest != SINK:
             self.emit(f"{self.reg(dest)} = ok;", 2)
-        if blocking:
+        if blocking == WAIT_BLOCKS:
             self.emit("if (!ok) goto timed_out;", 2)
 
     def _wait_token(self, a) -> None:
-        dest, bar, token, blocking = a
+        dest, bar, token, blocking, hint = a
         addr = self.barrier(bar)
         tok = f"tok_{self.reg(token)}"
         self.tokens.add(token)
         self.emit("u32 tries = 1;", 2)
         self.emit("const u64 pre = stamp();", 2)
-        if blocking:
+        if blocking == WAIT_MAY_FAIL:
+            self.emit(f"u32 ok = {self._one_try(addr, tok, hint, parity=False)};", 2)
+        elif blocking:
             self.emit(f"u32 ok = bounded_wait_token({addr}, {tok}, c.deadline, &tries);", 2)
         else:
             self.emit(f"u32 ok = mbar_test_wait_token({addr}, {tok});", 2)
         self.emit("ok = __all_sync(FULL_MASK, ok);", 2)
         self.emit("const u64 post = stamp();", 2)
-        self._log("wait_token", "0", "b", tok, "ok", "tries", str(int(blocking)))
+        self._log("wait_token", "0", "b", tok, "ok", "tries", str(int(blocking == WAIT_BLOCKS)))
         if dest != SINK:
             self.emit(f"{self.reg(dest)} = ok;", 2)
-        if blocking:
+        if blocking == WAIT_BLOCKS:
             self.emit("if (!ok) goto timed_out;", 2)
+
+    def _one_try(self, addr: str, operand: str, hint, parity: bool) -> str:
+        """One `mbarrier.try_wait` with the program's `suspendTimeHint`, if it gave one."""
+        kind = ".parity" if parity else ""
+        reg = '"r"' if parity else '"l"'
+        extra, ins = "", ""
+        if hint is not None:
+            extra, ins = ", %3", f', "r"((u32)({self.expr(hint)}))'
+        return (f'[&] {{ u32 ok; asm volatile("{{\\n\\t.reg .pred p;\\n\\t'
+                f'mbarrier.try_wait{kind}.shared::cta.b64 p, [%1], %2{extra};\\n\\t'
+                f'selp.u32 %0, 1, 0, p;\\n\\t}}" : "=r"(ok) : "r"({addr}), {reg}({operand})'
+                f'{ins} : "memory"); return ok; }}()')
 
     def _inval(self, a) -> None:
         (bar,) = a

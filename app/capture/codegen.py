@@ -31,11 +31,13 @@ from .kernel_layout import (  # noqa: F401 - the names other modules import from
     KIND_CODE,
     KIND_NAME,
     KINDS,
+    NAMED_BARRIER_EXIT,
     POISON,
     RECORD_WORDS,
     SMEM_LIMIT,
     STAGE_RECORDS,
     SUMMARY_WORDS,
+    SYNC_KINDS,
     CodegenError,
     Layout,
     check,
@@ -72,6 +74,9 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
                    f"{lay.tensor_offsets[t]} (tile numbers {lay.tensor_tiles[t]}.."
                    f"{lay.tensor_tiles[t] + elements - 1})")
     out.append("")
+    used = {getattr(n, "kind", None) for agent in program.agents for n in agent.nodes}
+    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS
+               if name in used)
     out.append(f"#define N_AGENTS {len(program.agents)}")
     out.append(f"#define GMEM_CTA_BYTES {lay.gmem_cta_bytes}ull")
     out.append(f"#define TILES_PER_CTA {lay.tiles_per_cta}u")
@@ -135,9 +140,14 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
         agents.extend(AgentWriter(program, lay, slot).write())
         agents.append("")
     out.extend(agents)
+    ending = EXIT_ONE_CTA if lay.cluster == 1 or exit_sync else EXIT_AS_PROGRAM
+    if any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
+           for agent in program.agents for n in agent.nodes):
+        ending = ending.replace("__syncthreads();", (
+            f'asm volatile("barrier.sync {NAMED_BARRIER_EXIT};" ::: "memory");  // the program '
+            "uses the other named barriers"))
     out.append(KERNEL % {"inits": _inits(program, lay),
-                         "exit": EXIT_ONE_CTA if lay.cluster == 1 or exit_sync
-                         else EXIT_AS_PROGRAM,
+                         "exit": ending,
                          "stage_words": sum(s.bytes for s in program.stages) // 4,
                          "stage_first": lay.stage_offsets[0] if lay.stage_offsets else 0,
                          "stage_end": lay.staging_offset,
@@ -149,8 +159,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
 def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1) -> str:
     """The device helpers and PTX wrappers every kernel starts with (also the hand-written
     bandwidth reference's and the probes')."""
-    kind_defines = "\n".join(f"#define K_{name.upper()} {code}" for name, code in
-                             KIND_CODE.items())
+    kind_defines = "\n".join(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in KINDS)
     return PRELUDE % {"stage_records": STAGE_RECORDS, "kind_defines": kind_defines,
                       "logging": int(logging), "cluster": cluster,
                       "agents_per_cta": agents_per_cta}

@@ -103,6 +103,34 @@ def _entries() -> list[GenCapture]:
         out.append(GenCapture("gen_remote_after_exit" + ("_exit_sync" if exit_sync else ""),
                               _pipe("remote_after_exit"), {"rounds": 8}, ctas=2,
                               host_bound_s=3.0, exit_sync=exit_sync, **may_trap))
+    out.extend(_real_bugs())
+    return out
+
+
+REAL_BUG_CAPTURES = (
+    ("tilelang_2566_single_iteration_hang", "bulk_1d_drops_arrive", SM_COUNT),
+    ("mirage_705_box_bytes", "unclamped_box", SM_COUNT),
+    ("tilelang_2674_persistent_phase", "phase_reset_per_tile", 1),  # may arrive twice: a trap
+    ("flashkda_24_empty_sequence_fence", "zero_init_unfenced", SM_COUNT),
+    ("flashkda_24_empty_sequence_fence", "fp32_state_unfenced", SM_COUNT),
+    ("tilelang_2927_copy_cluster_parity", "loop_parity", SM_COUNT),
+    ("deepgemm_415_multicast_straddle", "straddles_groups", SM_COUNT),
+)
+"""The real-bug lessons captured (app/scenarios, group real_bugs, docs/lessons.md): each
+correct at its defaults on 132 CTAs, and with the toggle on the CTAs given."""
+
+
+def _real_bugs() -> list[GenCapture]:
+    """Records copied out before every arrive in all of them, as `--pipeline` captures run, so a
+    capture made with `--pipeline ID --name NAME --bugs B --ctas N` is this very entry."""
+    out, seen = [], set()
+    for scenario, bug, ctas in REAL_BUG_CAPTURES:
+        if scenario not in seen:
+            seen.add(scenario)
+            out.append(GenCapture(f"gen_{scenario}", scenario, {}, [], ctas=SM_COUNT,
+                                  flush_before_arrive=True))
+        out.append(GenCapture(f"gen_{scenario}_{bug}", scenario, {}, [bug], ctas=ctas,
+                              flush_before_arrive=True))
     return out
 
 

@@ -20,7 +20,11 @@ SMEM_LIMIT = 227 * 1024
 KINDS = ("start", "end", "init", "arrive", "arrive_drop", "arrive_expect_tx", "expect_tx",
          "complete_tx", "wait_parity", "wait_token", "inval", "load", "store", "commit_group",
          "wait_group", "proxy_fence", "st_shared", "ld_shared", "ld_global", "error")
-KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS)}
+SYNC_KINDS = ("bar_sync", "bar_arrive", "elect", "warp_sync", "cluster_arrive", "cluster_wait",
+              "mbarrier_init_fence")
+"""Log kinds of the synchronization lines, numbered after `KINDS`: a kernel defines them only
+where its program has such lines, so every other kernel's text stays as it was."""
+KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS + SYNC_KINDS)}
 KIND_NAME = {code: name for name, code in KIND_CODE.items()}
 
 END_FINISHED, END_TIMED_OUT, END_ERROR = 0, 1, 2
@@ -30,6 +34,11 @@ HOPPER_MISSING = {"mma": "tcgen05.mma", "tc_commit": "tcgen05.commit",
                   "tc_fence": "tcgen05.fence", "tc_ld": "tcgen05.ld",
                   "tc_wait_ld": "tcgen05.wait::ld", "st_global": "st.global of tcgen05.ld "
                                                                   "registers"}
+
+
+NAMED_BARRIER_EXIT = 15
+"""The named barrier the kernel ends on where the program uses named barriers itself (else
+`__syncthreads()`, barrier 0): the program may not use it."""
 
 
 class CodegenError(ValueError):
@@ -137,6 +146,11 @@ def check(program: Program, logging: bool = True) -> None:
                     f"{agent.name}: `{node.op}` needs {HOPPER_MISSING[node.kind]}, which "
                     "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
                     "pipeline stays simulation-only")
+    for agent in program.agents:
+        if agent.lanes > 1 or agent.warps > 1:
+            shape = f"lanes {agent.lanes}" if agent.lanes > 1 else f"warps {agent.warps}"
+            raise CodegenError(f"{agent.name}: an agent of `{shape}` is not one warp running "
+                               "one program; the generator runs each agent as one warp")
     lay = layout(program, logging)
     if lay.smem_bytes > SMEM_LIMIT:
         raise CodegenError(f"the stages and the log need {lay.smem_bytes} bytes of shared "

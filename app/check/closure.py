@@ -5,7 +5,8 @@ is found and handed back to the search as ordinary moves, and a runaway is stopp
 
 from __future__ import annotations
 
-from app.sim.copies import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE, store_fits
+from app.sim.core import OP_AGENT, OP_DIR, OP_GROUP, OP_WRITING, STORE
+from app.sim.families.copies import store_fits
 from app.sim.machine import PC, RUNNING, Machine
 
 EXIT_SENSITIVE = 2

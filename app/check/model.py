@@ -14,7 +14,7 @@ from __future__ import annotations
 import marshal
 import struct
 
-from app.sim.copies import OP_AGENT
+from app.sim.core import OP_AGENT
 from app.sim.machine import Machine
 from app.sim.program import Jump
 
@@ -60,7 +60,7 @@ def local_lines(machine: Machine, reduce: bool = True) -> tuple[tuple[int, ...],
     it only when its operands are in range (`copies.store_fits`): a store that would stop the
     run with undefined behaviour stays an ordinary move."""
     kinds = LOCAL_KINDS | ({"store"} if store_reads_invisible(machine, reduce) else set())
-    exits = machine.program.cluster > 1
+    exits = machine.program.cluster > 1 or machine.exit_sensitive
     return tuple(
         tuple(0 if not (reduce and kind in kinds) else
               EXIT_SENSITIVE if exits and _may_end_after(code, pc) else 1
@@ -133,7 +133,8 @@ class Canonical:
         if symmetry:
             seen: dict[tuple, list[int]] = {}
             for a, agent in enumerate(machine.agents):
-                seen.setdefault((agent.role, agent.nodes, agent.initial), []).append(a)
+                key = (agent.role, agent.nodes, agent.initial) if agent.lanes == 1 else a
+                seen.setdefault(key, []).append(a)  # lanes differ (elect.sync: lane 0)
             self.groups = [tuple(g) for g in seen.values() if len(g) > 1]
         self.bit = [1 << a for a in range(machine.n_agents)]
         self.all_bits = sum(self.bit)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from threading import Event
 
 from app.core.config import settings
@@ -210,6 +211,31 @@ def check_source_job(source: str, params: dict, bugs, limits: Limits,
 
     scenario = from_source(source)
     return check_job(scenario, scenario.resolve(params, bugs), limits, report, cancel)
+
+
+CHECK_GRACE_S = 1.0
+"""What a check may take past its `timeout_s`: its counterexamples' rebuild and its answer's
+encoding (the search itself stops at `timeout_s`)."""
+QUEUE_SLACK_S = 0.3
+
+
+def check_within(until: float, fn: Callable, *rest):
+    """`fn(*args, limits, report, cancel)` with the time left before `until` (wall clock) as its
+    `timeout_s`, minus the grace: a check that waited for a worker still ends by its deadline.
+    A wait of under `QUEUE_SLACK_S` keeps the asked limit: the grace covers it. The answer's
+    `limits` are the ones asked for either way (the message says what stopped the search)."""
+    *args, asked, report, cancel = rest
+    left = until - CHECK_GRACE_S - time.time()
+    if left >= asked.timeout_s - QUEUE_SLACK_S:
+        return fn(*args, asked, report, cancel)
+    limits = replace(asked, timeout_s=max(left, 0.01))
+    text = fn(*args, limits, report, cancel)
+    ran = json.dumps({"limits": {"max_states": limits.max_states,
+                                 "timeout_s": limits.timeout_s}}, separators=(",", ":"))[1:-1]
+    given = json.dumps({"limits": {"max_states": asked.max_states,
+                                   "timeout_s": asked.timeout_s}}, separators=(",", ":"))[1:-1]
+    at = text.rfind(ran)
+    return text if at < 0 else text[:at] + given + text[at + len(ran):]
 
 
 def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,

@@ -12,6 +12,11 @@ def _int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
+def _float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value else default
+
+
 def _list(name: str) -> tuple[str, ...]:
     return tuple(v for v in os.environ.get(name, "").replace(",", " ").split() if v)
 
@@ -32,7 +37,8 @@ class Settings:
     frame_ancestors: str = field(
         default_factory=lambda: os.environ.get("MBI_FRAME_ANCESTORS", "*"))
     """CSP `frame-ancestors` of `/embed` pages: who may embed the inspector in an iframe (every
-    other page is `'none'`). Its origins may also open the embed page's WebSocket."""
+    other page is `'none'`). The embedded page has this server's origin, so its WebSocket is
+    checked against `allowed_origins` like any page's."""
     allowed_origins: tuple[str, ...] = field(
         default_factory=lambda: _list("MBI_ALLOWED_ORIGINS"))
     """Origins whose pages may open WebSockets; empty: the loopback origins of the served port."""
@@ -56,6 +62,16 @@ class Settings:
     check_max_memory_mb: int = field(
         default_factory=lambda: _int("MBI_CHECK_MAX_MEMORY_MB", 1024))
     """Megabytes one check may keep in stored states."""
+    run_cache_mb: int = field(default_factory=lambda: _int("MBI_RUN_CACHE_MB", 1024))
+    """Megabytes of built runs the host keeps, shared by its server processes (`workers`)."""
+    workers: int = field(default_factory=lambda: _int("MBI_WORKERS", 1))
+    """Server processes on this host (`serve --workers` sets it for its processes)."""
+    build_timeout_s: float = field(default_factory=lambda: _float("MBI_BUILD_TIMEOUT_S", 30))
+    """Seconds one build (a run, a parsed pipeline, an exported page) may take, from the moment
+    it is asked for; past that its worker stops it and the answer is 503."""
+    worker_max_memory_mb: int = field(
+        default_factory=lambda: _int("MBI_WORKER_MAX_MEMORY_MB", 2048))
+    """Resident megabytes a build worker may reach in one job before it is stopped (503)."""
     pool_start_method: str = field(
         default_factory=lambda: os.environ.get("MBI_POOL_START", "spawn"))
     """How worker processes start: `spawn` (safe beside threads) or `fork` / `forkserver`."""
@@ -65,6 +81,54 @@ class Settings:
     """Commands a WebSocket may send per second (a burst of as many is allowed)."""
     ws_send_buffer: int = field(default_factory=lambda: _int("MBI_WS_SEND_BUFFER", 256 << 10))
     """Bytes queued for a WebSocket client that does not read before it is dropped."""
+    # ------------------------------------------------ each client's share (app.core.clients)
+    rate_per_address: float = field(default_factory=lambda: _float("MBI_RATE_PER_ADDRESS", 300))
+    """API requests a second from one address (a class behind one NAT is one address)."""
+    rate_burst_address: float = field(
+        default_factory=lambda: _float("MBI_RATE_BURST_ADDRESS", 600))
+    rate_per_session: float = field(default_factory=lambda: _float("MBI_RATE_PER_SESSION", 100))
+    """Requests a second for one session (one student: every id its steps give)."""
+    rate_burst_session: float = field(
+        default_factory=lambda: _float("MBI_RATE_BURST_SESSION", 500))
+    build_share_session: float = field(
+        default_factory=lambda: _float("MBI_BUILD_SHARE_SESSION", 0.2))
+    """Seconds of build worker time a session earns a second (a fifth of a worker)."""
+    build_burst_session_s: float = field(
+        default_factory=lambda: _float("MBI_BUILD_BURST_SESSION_S", 10))
+    build_share_address: float = field(
+        default_factory=lambda: _float("MBI_BUILD_SHARE_ADDRESS", 0.5))
+    """Seconds of build worker time an address earns a second."""
+    build_burst_address_s: float = field(
+        default_factory=lambda: _float("MBI_BUILD_BURST_ADDRESS_S", 120))
+    checks_per_address: int = field(default_factory=lambda: _int("MBI_CHECKS_PER_ADDRESS", 3))
+    """Checks one address may have running or queued (of `check_concurrency + check_queue`,
+    4 by default): one client always leaves a slot to the others, a class behind one NAT
+    loses one."""
+    streams_per_session: int = field(
+        default_factory=lambda: _int("MBI_STREAMS_PER_SESSION", 4))
+    """Open WebSockets and SSE streams of one session."""
+    streams_per_address: int = field(
+        default_factory=lambda: _int("MBI_STREAMS_PER_ADDRESS", 500))
+    """Open streams from one address (of `max_sessions`)."""
+    # ------------------------------------------------------ the wire (app.core.wire)
+    max_url_bytes: int = field(default_factory=lambda: _int("MBI_MAX_URL_BYTES", 64 << 10))
+    """Longest request target (414 past it): a session id is at most 16,000 characters."""
+    max_header_bytes: int = field(default_factory=lambda: _int("MBI_MAX_HEADER_BYTES", 32 << 10))
+    """Most bytes of header fields one request may send (431 past it)."""
+    header_timeout_s: float = field(default_factory=lambda: _float("MBI_HEADER_TIMEOUT_S", 10))
+    """Seconds a request's headers may take to arrive, from its first byte (408 past it)."""
+    body_timeout_s: float = field(default_factory=lambda: _float("MBI_BODY_TIMEOUT_S", 20))
+    """Seconds a request's body may take to arrive after its headers (408 past it)."""
+    keep_alive_s: int = field(default_factory=lambda: _int("MBI_KEEP_ALIVE_S", 5))
+    """Seconds an idle keep-alive connection stays open."""
+    limit_concurrency: int = field(default_factory=lambda: _int("MBI_LIMIT_CONCURRENCY", 2000))
+    """Connections (HTTP and WebSocket) per process before new requests get 503."""
+    ws_max_bytes: int = field(default_factory=lambda: _int("MBI_WS_MAX_BYTES", 4096))
+    """Largest WebSocket message a client may send (commands are at most 4 KiB; close 1009)."""
+    ws_ping_s: float = field(default_factory=lambda: _float("MBI_WS_PING_S", 20))
+    """Seconds between pings, and to wait for the pong, before a silent socket is closed."""
+    graceful_shutdown_s: int = field(default_factory=lambda: _int("MBI_GRACEFUL_SHUTDOWN_S", 10))
+    """Seconds open connections get at shutdown before they are closed."""
 
 
 settings = Settings()

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import gc
 import multiprocessing
 import os
+import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import ProcessPoolExecutor
@@ -25,7 +29,7 @@ from app.sim.machine import MoveError
 
 
 class Busy(Exception):
-    """Every worker is busy and the queue is full."""
+    """Every worker is busy and the queue is full (or a worker cannot be started now)."""
 
     def __init__(self, what: str, retry_after: int = 5):
         super().__init__(what)
@@ -38,14 +42,98 @@ _flags = None
 _reports = None
 
 
-def _init(flags, reports, nice: int) -> None:
+def _init(flags, reports, nice: int, parent: int) -> None:
     """Runs first in each worker. The workers run at a lower priority than the server: on a
-    small machine a search takes the idle CPU, not the event loop's."""
+    small machine a search takes the idle CPU, not the event loop's. The watchdog starts: it
+    ends a job past its deadline, its memory bound or (after `CANCEL_GRACE_S`) its cancel, and
+    the worker itself once the server process that started it is gone."""
     global _flags, _reports
     _flags, _reports = flags, reports
     if nice:
         with contextlib.suppress(OSError, AttributeError):
             os.nice(nice)
+    signal.signal(STOP_SIGNAL, _stop_job)
+    watched = os.getppid() if parent < 0 else parent
+    threading.Thread(target=_watchdog, args=(watched, threading.main_thread().ident),
+                     name="watchdog", daemon=True).start()
+
+
+GRACE_S = 3.0
+"""How long shutdown waits for cancelled jobs before it terminates their workers."""
+WATCH_S = 0.05
+"""How often a worker's watchdog looks at its job and at its parent."""
+CANCEL_GRACE_S = 1.0
+"""A cancelled job that has not stopped by itself (every loop of the checker looks at its flag)
+this long after is stopped by its watchdog."""
+STOP_SIGNAL = signal.SIGUSR1
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class Stopped(BaseException):  # noqa: N818 - a stop, raised into a job, not an error
+    """Raised into a job's thread by its watchdog: `reason` is deadline, memory or cancelled."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Job:
+    """The job a worker runs now, as its watchdog sees it."""
+
+    armed = False
+    slot = 0
+    deadline = float("inf")
+    max_rss = 0
+    cancelled_at: float | None = None
+    reason: str | None = None
+
+
+_job = _Job()
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _stop_job(signum, frame) -> None:
+    """The signal handler (main thread, between two bytecodes of the job): stop it if it is
+    still the job that the watchdog judged."""
+    if _job.armed and _job.reason is not None:
+        _job.armed = False
+        raise Stopped(_job.reason)
+
+
+def _judge(now: float) -> str | None:
+    job = _job
+    if now >= job.deadline:
+        return "deadline"
+    if job.max_rss and _rss() > job.max_rss:
+        return "memory"
+    if _flags is not None and _flags[job.slot]:
+        if job.cancelled_at is None:
+            job.cancelled_at = now
+        elif now - job.cancelled_at >= CANCEL_GRACE_S:
+            return "cancelled"
+    return None
+
+
+def _watchdog(parent: int, main: int) -> None:
+    """Exit once the parent is gone (the worker is then a child of another process, so
+    `getppid` changes; unlike PR_SET_PDEATHSIG this does not fire when merely the thread that
+    started the worker ends); stop the running job when `_judge` says so."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(70)
+        if _job.armed and _job.reason is None:
+            reason = _judge(time.monotonic())
+            if reason is not None:
+                _job.reason = reason
+                signal.pthread_kill(main, STOP_SIGNAL)
+        time.sleep(WATCH_S)
 
 
 class Flag:
@@ -65,14 +153,35 @@ def _report(slot: int) -> Callable:
     return lambda payload: _reports.put((slot, payload))
 
 
-def _call(slot: int, fn: Callable, args: tuple, reporting: bool, cancellable: bool):
-    """Run `fn(*args[, report, cancel])` in the worker; errors that carry a field come back
-    as values (an exception with extra constructor arguments does not survive pickling)."""
+def _release_memory() -> None:
+    """After a stopped job: what it built is garbage now; give it back to the system."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _call(slot: int, fn: Callable, args: tuple, reporting: bool, cancellable: bool,
+          until: float | None = None, max_rss: int = 0):
+    """Run `fn(*args[, report, cancel])` in the worker, watched until `until` (wall clock) and
+    within `max_rss` bytes of resident memory; errors that carry a field come back as values
+    (an exception with extra constructor arguments does not survive pickling)."""
     extra = ()
     if cancellable:
         extra = (_report(slot) if reporting else None, Flag(slot))
+    job = _job
+    job.slot, job.max_rss, job.reason, job.cancelled_at = slot, max_rss, None, None
+    job.deadline = (float("inf") if until is None
+                    else time.monotonic() + max(0.0, until - time.time()))
     try:
-        return ("ok", fn(*args, *extra))
+        job.armed = True
+        try:
+            result = fn(*args, *extra)
+        finally:
+            job.armed = False  # a signal handled after this line does nothing
+        return ("ok", result)
+    except Stopped as stop:
+        _release_memory()
+        return ("stopped", stop.reason)
     except ParamError as err:
         return ("param", err.field, err.message)
     except PipelineError as err:
@@ -89,8 +198,12 @@ class WorkPool:
     arguments; cancelling the awaiting task raises the job's cancel flag."""
 
     def __init__(self, name: str, workers: int, queue: int, start_method: str = "spawn",
-                 nice: int = 10):
+                 nice: int = 10, timeout_s: float | None = None, max_rss: int = 0):
         self.name = name
+        self.timeout_s = timeout_s
+        """Seconds a job may take from its submission (queue included) unless `run` says."""
+        self.max_rss = max_rss
+        """Bytes of resident memory a worker may reach in a job (0: no bound)."""
         self.nice = nice
         self.workers = max(1, workers)
         self.limit = self.workers + max(0, queue)
@@ -108,18 +221,32 @@ class WorkPool:
         return self.limit - len(self.free)
 
     def start(self) -> ProcessPoolExecutor:
+        """The executor, started on first use. What it needs from the system (shared memory
+        in /dev/shm for the flags and the report queue's locks, processes) may be missing:
+        `Busy` then, which the API answers with 503 and Retry-After."""
+        if self.executor is None:
+            try:
+                self._start()
+            except OSError as err:
+                self.executor = None
+                raise Busy(f"cannot start a {self.name} worker now ({err.strerror or err}); "
+                           "try again soon", retry_after=30) from None
+        return self.executor
+
+    def _start(self) -> None:
         if self.executor is None:
             context = multiprocessing.get_context(self.start_method)
             self.flags = context.RawArray("b", self.limit)
             self.reports = context.SimpleQueue()
+            # the forkserver, not this process, is the parent of its workers
+            parent = -1 if self.start_method == "forkserver" else os.getpid()
             self.executor = ProcessPoolExecutor(self.workers, mp_context=context,
                                                 initializer=_init,
                                                 initargs=(self.flags, self.reports,
-                                                          self.nice))
+                                                          self.nice, parent))
             self.reader = threading.Thread(target=self._read, name=f"{self.name}-reports",
                                            daemon=True)
             self.reader.start()
-        return self.executor
 
     def _read(self) -> None:
         reports = self.reports
@@ -143,7 +270,11 @@ class WorkPool:
             self.free.append(slot)
 
     async def run(self, fn: Callable, *args, progress: Callable | None = None,
-                  cancellable: bool = False):
+                  cancellable: bool = False, until: float | None = None):
+        """`until`: the wall-clock time (`time.time()`) by which the job must end, else the
+        pool's `timeout_s` from now; past it the job is stopped and this raises `Busy`."""
+        if until is None and self.timeout_s is not None:
+            until = time.time() + self.timeout_s
         with self.lock:
             if not self.free:
                 raise Busy(f"{self.running} {self.name} jobs are running or queued on this "
@@ -155,7 +286,12 @@ class WorkPool:
             if progress is not None:
                 self.listeners[slot] = (asyncio.get_running_loop(), progress)
             future = executor.submit(_call, slot, fn, args, progress is not None,
-                                     cancellable or progress is not None)
+                                     cancellable or progress is not None, until, self.max_rss)
+        except (OSError, BrokenProcessPool) as err:  # no process or shared memory to be had
+            self._release(slot)
+            self.reset()
+            raise Busy(f"cannot start a {self.name} worker now ({err}); try again soon",
+                       retry_after=30) from None
         except BaseException:
             self._release(slot)
             raise
@@ -169,6 +305,8 @@ class WorkPool:
         except (BrokenProcessPool, FutureCancelled):
             self.reset()
             raise Busy(f"a {self.name} worker stopped; try again") from None
+        if outcome[0] == "stopped":
+            raise Busy(self._why_stopped(outcome[1], until), retry_after=10)
         if outcome[0] == "param":
             raise ParamError(outcome[1], outcome[2])
         if outcome[0] == "pipeline":
@@ -177,21 +315,46 @@ class WorkPool:
             raise MoveError(outcome[1])
         return outcome[1]
 
+    def _why_stopped(self, reason: str, until: float | None) -> str:
+        if reason == "memory":
+            return (f"the {self.name} job needed more than {self.max_rss >> 20} MiB of memory "
+                    "(a limit of this server) and was stopped")
+        if reason == "deadline":
+            return (f"the {self.name} job did not end in time (this server's limit: "
+                    f"{self.timeout_s or 0:g} s with its wait for a worker) and was stopped")
+        return f"the {self.name} job was cancelled"
+
     def reset(self) -> None:
         """Drop a broken executor; the next job starts a fresh one."""
         executor, self.executor = self.executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
-    def shutdown(self) -> None:
-        """Stop the workers (running jobs are told to cancel) and the report reader."""
+    def shutdown(self, grace_s: float = GRACE_S) -> None:
+        """Stop the workers: running jobs are told to cancel and get `grace_s` to stop; a
+        worker still busy then (a loop that does not look at its flag) is terminated, then
+        killed. Then the report reader stops."""
         executor, self.executor = self.executor, None
         if executor is None:
             return
         if self.flags is not None:
             for i in range(self.limit):
                 self.flags[i] = 1
-        executor.shutdown(wait=True, cancel_futures=True)
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + grace_s
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(1.0)
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+        manager = getattr(executor, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=2)
         with contextlib.suppress(OSError, ValueError):
             self.reports.put(None)
         if self.reader is not None:

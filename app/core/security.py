@@ -4,27 +4,33 @@ One plain ASGI middleware (`Guard`; the decorator kind would wrap every call in 
 - request bodies are bounded before they are parsed (413 past `settings.max_body_bytes`), a POST
   with a body must say `application/json`, and a body-less POST may not claim a form type (so
   another site cannot drive a session with a "simple" cross-site request, which skips CORS
-  preflight); JSON is checked for nesting depth and integer length, with a 422 naming the field;
+  preflight); JSON is checked for nesting depth, keys per object and integer length, with a
+  422 naming the field;
 - every answer gets `X-Content-Type-Options: nosniff` and `Referrer-Policy`; pages get a CSP built
   from configuration only (never from the Host header), framable only under `/embed/`;
-- WebSockets are accepted only from allowed origins (a browser page of another site could
-  otherwise play sessions with the user's network position).
+- WebSockets are accepted only on socket routes and from allowed origins, compared exactly (a
+  browser page of another site could otherwise play sessions with the user's network position);
+- an error in the app is still a JSON 500 with these headers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
 import secrets
 import time
-from fnmatch import fnmatchcase
 from pathlib import Path
 
+from app.core.clients import TooMany, address, requests_by_address
 from app.core.config import Settings, settings
 
 MAX_DEPTH = 32
 """Deepest JSON nesting a body may have (the API's own bodies nest 3 deep)."""
+MAX_KEYS = 256
+"""Most keys one JSON object of a body may have (the API's own objects have at most 64)."""
 MAX_INT_DIGITS = 20
 """Longest integer literal in a body (int64 has 19 digits)."""
 JSON_TYPE = "application/json"
@@ -33,29 +39,60 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/
 
 # ------------------------------------------------------------------------------ session key
 
+class SessionKeyError(RuntimeError):
+    """The session key cannot be had: the message says what to fix (the server does not start)."""
+
+
+def derive_key(secret: str) -> bytes:
+    """The MAC key of `MBI_SESSION_KEY`, whatever its length (BLAKE2b takes at most 64 bytes;
+    `openssl rand -hex 64` makes 128)."""
+    return hashlib.blake2b(secret.encode(), digest_size=32, person=b"mbi-session-key").digest()
+
+
 def session_key(config: Settings = settings) -> bytes:
-    """The key that signs session ids: `MBI_SESSION_KEY`, else a random one created once under
-    the data directory with O_EXCL, so worker processes starting together all read the same."""
-    if config.session_key:
-        return config.session_key.encode()
+    """The key that signs session ids: derived from `MBI_SESSION_KEY`, else a random one created
+    once under the data directory with O_EXCL, so worker processes starting together all read
+    the same. `SessionKeyError` names the folder or file that stands in the way."""
+    if config.session_key.strip():
+        return derive_key(config.session_key)
     folder = Path(config.data_dir)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / "session.key"
     try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        for _ in range(100):  # another worker may be writing it right now
-            text = path.read_text().strip()
-            if len(text) == 64:
-                return bytes.fromhex(text)
-            time.sleep(0.01)
-        raise RuntimeError(f"{path} is not a session key (64 hex digits); delete it") from None
+        return _read_key(path)
+    except OSError as err:
+        raise SessionKeyError(f"cannot create the session key {path}: {err.strerror}; make "
+                        f"{folder} writable, set MBI_DATA_DIR to a writable folder, or set "
+                        "MBI_SESSION_KEY") from None
     key = secrets.token_bytes(32)
-    with os.fdopen(fd, "w") as out:
-        out.write(key.hex())
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(key.hex())
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise SessionKeyError(f"cannot write the session key {path}: {err.strerror}; free space "
+                        f"in {folder}, or set MBI_SESSION_KEY") from None
     return key
+
+
+def _read_key(path: Path) -> bytes:
+    for _ in range(100):  # another worker may be writing it right now
+        try:
+            text = path.read_text().strip()
+        except (OSError, UnicodeDecodeError) as err:
+            raise SessionKeyError(f"cannot read the session key {path}: "
+                            f"{getattr(err, 'strerror', None) or err}") from None
+        if len(text) == 64 and all(c in "0123456789abcdefABCDEF" for c in text):
+            return bytes.fromhex(text)
+        time.sleep(0.01)
+    raise SessionKeyError(f"{path} is not a session key (64 hex digits; it holds {len(text)} "
+                    "characters); delete it (a new one is made, and earlier session ids stop "
+                    "working) or set MBI_SESSION_KEY")
 
 
 # ------------------------------------------------------------------------------------ CSP
@@ -92,18 +129,16 @@ def page_csp(path: str, port: int | None = None, config: Settings = settings) ->
             f"form-action 'self'; object-src 'none'; frame-ancestors {ancestors}")
 
 
-def origin_allowed(origin: str, port: int | None, embed: bool,
-                   config: Settings = settings) -> bool:
-    """A WebSocket's Origin: an allowed origin, or for an embed socket a frame ancestor."""
+SOCKET_ROUTES = (re.compile(r"^/api/v1/sessions/[^/]{1,16000}/ws$"),)
+"""The WebSocket routes, each open to the allowed origins only (compared exactly)."""
+
+
+def origin_allowed(origin: str, port: int | None, config: Settings = settings) -> bool:
+    """A WebSocket's Origin: exactly one of the allowed origins (scheme, host and port; the
+    host's case and a trailing slash aside). An embed page runs in its iframe with this server's
+    own origin, so a frame ancestor never needs the socket."""
     origin = origin.lower().rstrip("/")
-    if origin in (o.lower().rstrip("/") for o in allowed_origins(port, config)):
-        return True
-    if embed:
-        for source in config.frame_ancestors.split():
-            source = source.lower().rstrip("/")
-            if source == "*" or ("://" in source and fnmatchcase(origin, source)):
-                return True
-    return False
+    return origin in (o.lower().rstrip("/") for o in allowed_origins(port, config))
 
 
 # ---------------------------------------------------------------------- JSON input bounds
@@ -162,6 +197,9 @@ def check_json(body: bytes) -> None:
         if len(path) > MAX_DEPTH + 1:
             raise BodyError(path[:MAX_DEPTH + 1], f"JSON nests deeper than {MAX_DEPTH} levels")
         if isinstance(node, dict):
+            if len(node) > MAX_KEYS:
+                raise BodyError(path, f"a JSON object has at most {MAX_KEYS} keys; this one "
+                                      f"has {len(node):,}")
             stack.extend((v, [*path, k[:60]]) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, [*path, i]) for i, v in enumerate(node))
@@ -197,6 +235,17 @@ class Guard:
             return await self.socket(scope, receive, send)
         if kind != "http":
             return await self.app(scope, receive, send)
+        if scope["path"].startswith("/api/"):
+            try:
+                requests_by_address.take(address(scope))
+            except TooMany as err:
+                start, body = _error(429, ["server", "rate"],
+                                     f"{err.what}: past this server's share for one address; "
+                                     f"retry after {err.retry_after} s",
+                                     ((b"retry-after", str(err.retry_after).encode()),))
+                await send(start)
+                await send({"type": "http.response.body", "body": body})
+                return
         headers = dict(scope["headers"])
         if scope["method"] == "POST":
             refused = await self.check_post(scope, headers, receive)
@@ -209,8 +258,12 @@ class Guard:
         port = (scope.get("server") or (None, None))[1]
         path = scope["path"]
 
+        started = False
+
         async def send_with_headers(message):
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 out = list(message.get("headers", []))
                 html = any(k == b"content-type" and v.startswith(b"text/html") for k, v in out)
                 has_csp = any(k == b"content-security-policy" for k, _ in out)
@@ -221,7 +274,15 @@ class Guard:
                 message = {**message, "headers": out}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if not started:  # the server's own 500 would carry none of the headers above
+                start, body = _error(500, ["server"], "internal server error; the server's "
+                                                      "log has the details")
+                await send(start)
+                await send({"type": "http.response.body", "body": body})
+            raise
 
     async def check_post(self, scope, headers: dict, receive):
         """None (go on), a replaying `receive` (the body, read and checked), or a refusal."""
@@ -271,14 +332,16 @@ class Guard:
         return replay
 
     async def socket(self, scope, receive, send):
+        """A socket opens only on a socket route, and from a browser only on an allowed
+        origin (a client that sends no Origin is not a browser page: no site drives it)."""
         headers = dict(scope["headers"])
         origin = headers.get(b"origin")
-        if origin is not None:
-            port = (scope.get("server") or (None, None))[1]
-            embed = b"embed=" in scope.get("query_string", b"")
-            if not origin_allowed(origin.decode("latin-1"), port, embed, self.config):
-                message = await receive()  # websocket.connect
-                if message["type"] == "websocket.connect":
-                    await send({"type": "websocket.close", "code": 1008})
-                return
+        port = (scope.get("server") or (None, None))[1]
+        known = any(route.match(scope["path"]) for route in SOCKET_ROUTES)
+        if not known or (origin is not None and not origin_allowed(
+                origin.decode("latin-1"), port, self.config)):
+            message = await receive()  # websocket.connect
+            if message["type"] == "websocket.connect":
+                await send({"type": "websocket.close", "code": 1008})
+            return
         await self.app(scope, receive, send)

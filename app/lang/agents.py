@@ -8,10 +8,11 @@ own control and register updates.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, replace
 from functools import cache
 
-from app.sim.program import Assign, Branch, Expr, Jump, Line
+from app.sim.program import SINK, WAIT_BLOCKS, WAIT_MAY_FAIL, Assign, Branch, Expr, Jump, Line, Ref
 
 from . import syntax
 from .errors import PipelineError
@@ -85,6 +86,7 @@ class AgentBuilder:
         self.register("%tc_fenced", 0, agent.pos, hidden=True)
         self.register("%tc_pending", 0, agent.pos, hidden=True)
         self.block(agent.body, None, top=True)
+        _waits_that_may_fail(self.nodes)
         lines = sum(1 for n in self.nodes if isinstance(n, Line))
         if lines > MAX_LINES or len(self.nodes) > MAX_NODES:
             raise PipelineError(f"agent `{name}` has {lines} lines; the limit is {MAX_LINES}",
@@ -528,6 +530,52 @@ def substitute(node, mapping: dict):
                    if f.name not in ("pos", "opcode", "name", "var", "op", "type")}
         return replace(node, **changes)
     return node
+
+
+def _waits_that_may_fail(nodes: list) -> None:
+    """A `try_wait` whose answer the program reads (an `if` on it: CUTLASS's
+    `consumer_try_wait`, then `consumer_wait(token)`) may return false before the phase
+    completes (PTX 9.7.13.15.16: the time limit), so the engine explores both answers
+    (`WAIT_MAY_FAIL`). One that only a loop reads, `while (!p) { try_wait p ...; }`, is the
+    blocking wait it stands for: a false answer would only come back to the same line."""
+    reads: dict[int, int] = {}
+    for node in nodes:
+        for code in _codes(node):
+            for reg in re.findall(r"r\[(\d+)\]", code):
+                reads[int(reg)] = reads.get(int(reg), 0) + 1
+    for j, node in enumerate(nodes):
+        if not (isinstance(node, Line) and node.kind in ("wait_parity", "wait_token")):
+            continue
+        dest, ref, third, how, hint = node.args
+        if how != WAIT_BLOCKS or dest == SINK or not reads.get(dest):
+            continue
+        before = nodes[j - 1] if j else None
+        after = nodes[j + 1] if j + 1 < len(nodes) else None
+        looped = (isinstance(before, Branch) and before.target == j + 2
+                  and isinstance(after, Jump) and after.target == j - 1
+                  and f"r[{dest}]" in before.cond.code)
+        if not looped:
+            nodes[j] = replace(node, args=(dest, ref, third, WAIT_MAY_FAIL, hint))
+
+
+def _codes(node):
+    """The code of every expression a node reads."""
+    if isinstance(node, Branch):
+        yield node.cond.code
+    elif isinstance(node, Assign):
+        yield from (e.code for _, e in node.updates)
+    elif isinstance(node, Line):
+        stack = list(node.args)
+        while stack:
+            arg = stack.pop()
+            if isinstance(arg, Expr):
+                yield arg.code
+            elif isinstance(arg, Ref):
+                stack.extend((arg.index, arg.cta))
+            elif isinstance(arg, tuple):
+                stack.extend(arg)
+            elif isinstance(arg, Line):
+                stack.extend(arg.args)
 
 
 def _mentions(node, reg: int) -> bool:

@@ -9,7 +9,7 @@ The pipeline is compiled in layers that import one way (each only from those abo
 - `agents`: each agent's body (registers, statements, loops, helper calls), one instance per
   element of an agent array and per CTA;
 - `instructions`: one instruction statement to one engine `Line`: a new instruction's lowering
-  is its row in its family's `FORMS` (app/sim) and its operand reader in
+  is its row in its family's `FAMILY.forms` (app/sim/families) and its operand reader in
   `instructions.READERS`;
 - this module: `instantiate`, which puts them together, and the public names.
 
@@ -18,6 +18,7 @@ Errors carry the line and column.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from app.sim.program import Program
@@ -37,6 +38,7 @@ from .limits import (
     MAX_BARRIERS,
     MAX_CHUNKS,
     MAX_CLUSTER,
+    MAX_CTA_THREADS,
     MAX_ELEMENTS,
     MAX_HELPER_DEPTH,
     MAX_LINES,
@@ -55,7 +57,7 @@ from .loader import (
     resolve_params,
     sha256,
 )
-from .syntax import Agent, Helper, Index
+from .syntax import Agent, Helper, Index, Registers
 
 
 @lru_cache(maxsize=256)
@@ -78,6 +80,11 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                 raise PipelineError(f"a pipeline has 1 to {MAX_AGENTS} agents; `{item.name}` "
                                     f"makes it {len(agents) + count}", item.pos.line,
                                     item.pos.column, limit="agents")
+            warps, lanes = _shape(item, Scope(constants, kinds))
+            if len(agents) + count * lanes > MAX_AGENTS:
+                raise PipelineError(f"a pipeline has 1 to {MAX_AGENTS} agents (each lane is "
+                                    f"one); `{item.name}` makes it {len(agents) + count * lanes}",
+                                    item.pos.line, item.pos.column, limit="agents")
             for rank in range(count):
                 name = item.name if item.dim is None else f"{item.name}{rank}"
                 if ctas > 1:
@@ -87,13 +94,77 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                 variant = element_variant(pipeline, item.name, count, rank, Scope(here, kinds))
                 if variant is not None:
                     text, agent = variant
-                builder = AgentBuilder(text, arrays, here, user_helpers)
-                agents.append(builder.build(name, agent))
+                warp = len(agents)
+                for lane in range(lanes):
+                    mine = {**here, "%laneid": lane} if lanes > 1 else here
+                    builder = AgentBuilder(text, arrays, mine, user_helpers)
+                    program = builder.build(f"{name}.lane{lane}" if lanes > 1 else name, agent)
+                    agents.append(replace(program, warps=warps, lanes=lanes, lane=lane,
+                                          warp=warp))
+            threads = sum(a.warps * (32 if a.lane == 0 else 0) for a in agents if a.cta == cta)
+            if threads > MAX_CTA_THREADS:
+                raise PipelineError(f"a CTA has at most {MAX_CTA_THREADS} threads "
+                                    f"({MAX_CTA_THREADS // 32} warps); `{item.name}` makes it "
+                                    f"{threads}", item.pos.line, item.pos.column,
+                                    limit="agents")
     if not agents:
         raise PipelineError("a pipeline needs at least one `agent { ... }`",
                             len(pipeline.text.splitlines()) or 1, 1)
+    registers = _launch_registers(pipeline, Scope(constants, kinds))
+    _check_setmaxnreg(agents, registers)
     return Program(tuple(barriers), tuple(stages), tuple(tensors), tuple(tmems), tuple(agents),
-                   ctas)
+                   ctas, registers)
+
+
+def _launch_registers(pipeline: Pipeline, scope: Scope) -> int | None:
+    decls = [d for d in pipeline.module.items if isinstance(d, Registers)]
+    if not decls:
+        return None
+    if len(decls) > 1:
+        raise PipelineError("`registers` is declared twice", decls[1].pos.line,
+                            decls[1].pos.column)
+    value = constant(decls[0].value, scope, "the registers a thread is launched with")
+    if not 24 <= value <= 256:
+        raise PipelineError(f"`registers {value}`: a thread has 24 to 256 registers",
+                            decls[0].pos.line, decls[0].pos.column)
+    return value
+
+
+def _check_setmaxnreg(agents, registers: int | None) -> None:
+    """`setmaxnreg` moves a warpgroup's registers (PTX 9.7.19.5: "the same setmaxnreg
+    instruction must be executed by all warps in a warpgroup"): here, by an agent that stands
+    for whole warpgroups, in a kernel whose launch count is declared."""
+    for agent in agents:
+        for node in agent.nodes:
+            if getattr(node, "kind", None) != "setmaxnreg":
+                continue
+            if agent.warps % 4:
+                raise PipelineError(f"`{node.op}` is executed by a whole warpgroup: declare "
+                                    f"`agent {agent.role} warps 4` (PTX 9.7.19.5)",
+                                    node.source_line, 1)
+            if registers is None:
+                raise PipelineError(f"`{node.op}` needs the registers every thread is "
+                                    "launched with: declare `registers N;` (the kernel's "
+                                    "maximum, PTX 9.7.19.5)", node.source_line, 1)
+
+
+def _shape(item: Agent, scope: Scope) -> tuple[int, int]:
+    """An agent's `warps N` (warps in lockstep, 1 by default) and `lanes N` (movers of its one
+    warp, 1 by default), checked."""
+    warps = 1 if item.warps is None else constant(item.warps, scope, "an agent's `warps`")
+    lanes = 1 if item.lanes is None else constant(item.lanes, scope, "an agent's `lanes`")
+    pos = item.pos
+    if not 1 <= warps <= MAX_CTA_THREADS // 32:
+        raise PipelineError(f"`warps {warps}`: an agent stands for 1 to {MAX_CTA_THREADS // 32} "
+                            "warps", pos.line, pos.column)
+    if not 1 <= lanes <= 32:
+        raise PipelineError(f"`lanes {lanes}`: a warp has 32 lanes; model 1 to 32 of them",
+                            pos.line, pos.column)
+    if lanes > 1 and warps > 1:
+        raise PipelineError("`lanes` splits one warp into movers; it does not go with `warps`",
+                            pos.line, pos.column,
+                            hint="declare the lanes of one warp (`agent producer lanes 4`)")
+    return warps, lanes
 
 
 __all__ = ["Pipeline", "load", "instantiate", "resolve_params", "check_requires", "sha256",

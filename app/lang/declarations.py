@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.sim.barrier import COUNT_LIMIT
+from app.sim.core import TILE_SPAN
 from app.sim.program import BarrierDecl, StageDecl
-from app.sim.smem import TILE_SPAN
 
 from . import syntax
 from .errors import ParamError, PipelineError

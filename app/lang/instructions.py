@@ -6,14 +6,14 @@ with the modelled modifiers; the operands are then read in the form's order by t
 line kind. The opcode stays in the trace as written. docs/language.md lists every form.
 
 A new instruction is lowered in three places: its opcode's head in `OPCODE` of pipeline.lark
-(if the head is new), its `Form` row in its family's `FORMS` in app/sim (which also registers
-the line handler of its kind), and its operand reader under that kind in its family's table
-below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own table to `READERS`).
+(if the head is new), its `Form` row in its family's `FAMILY.forms` in app/sim/families (which
+also registers the line handler of its kind), and its operand reader under that kind in its
+family's table below (`MBARRIER`, `BULK_COPIES`, ...; a new family adds its own to `READERS`).
 """
 
 from __future__ import annotations
 
-from app.sim.program import SINK, Expr, Line, Ref
+from app.sim.program import SINK, WAIT_BLOCKS, WAIT_TEST, Expr, Line, Ref
 
 from . import opcodes
 from .errors import PipelineError
@@ -234,11 +234,11 @@ def _wait(parity: bool):
         dest = o.optional_dest()
         ref = o.ref("barrier")[0]
         third = o.value("the phase parity") if parity else _token(o)
+        hint = None
         if blocking and o.items:
-            raise o.error("the `suspendTimeHint` operand of `mbarrier.try_wait` is not modelled "
-                          "yet", o.items[0], hint="PTX 9.7.13.15.16: it bounds how long one "
-                                                  "try_wait may suspend; leave it out")
-        return (dest, ref, third, blocking)
+            hint = o.value("the `suspendTimeHint` (nanoseconds)")
+        # a try_wait whose answer the program branches on may also fail: agents.py decides
+        return (dest, ref, third, WAIT_BLOCKS if blocking else WAIT_TEST, hint)
     return read
 
 
@@ -314,7 +314,7 @@ MBARRIER = {
     "wait_parity": _wait(parity=True),
     "wait_token": _wait(parity=False),
 }
-"""app/sim/sync.py's kinds."""
+"""app/sim/families/sync.py's kinds."""
 
 BULK_COPIES = {
     "load": _load,
@@ -322,7 +322,7 @@ BULK_COPIES = {
     "commit_group": lambda o: (),
     "wait_group": _wait_group,
 }
-"""app/sim/copies.py's kinds."""
+"""app/sim/families/copies.py's kinds."""
 
 SMEM = {
     "proxy_fence": lambda o: (),
@@ -331,7 +331,7 @@ SMEM = {
     "ld_global": lambda o: (o.dest(), o.ref("tensor")[0]),
     "st_global": _st_global,
 }
-"""app/sim/smem.py's kinds."""
+"""app/sim/families/smem.py's kinds."""
 
 TENSOR_CORE = {
     "mma": lambda o: (o.ref("tmem")[0], o.ref("smem")[0], o.tile()),
@@ -340,7 +340,63 @@ TENSOR_CORE = {
     "tc_ld": lambda o: (o.dest(), o.ref("tmem")[0]),
     "tc_wait_ld": lambda o: (),
 }
-"""app/sim/tensor_core.py's kinds."""
+"""app/sim/families/tensor_core.py's kinds."""
 
-READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE}
+def _named_barrier(o: Operands) -> tuple:
+    """`a{, b}`: the barrier 0..15 and the thread count (required for `arrive`)."""
+    bar_id = o.value("the barrier id `a` (0..15)")
+    if not o.items and o.parsed.form.kind == "bar_arrive":
+        raise o.error(f"`{o.parsed.form.stem}` takes its thread count `b` (PTX 9.7.13.1: a "
+                      "non-zero thread count is required for `arrive`)")
+    return (bar_id, o.value("the thread count `b`") if o.items else None)
+
+
+NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}
+"""app/sim/families/named_barrier.py's kinds."""
+
+
+def _membermask(o: Operands) -> Expr:
+    """A warp's `membermask`: only every lane (0xffffffff) is modelled."""
+    node = o.items[0] if o.items else None
+    mask = o.value("the membermask")
+    if mask.const != 0xFFFFFFFF:
+        raise o.error("only the full membermask (0xffffffff) is modelled", node,
+                      hint="an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all "
+                           "take part")
+    return mask
+
+
+def _elect(o: Operands) -> tuple:
+    """`d|p, membermask`: the leader's laneid and the leader predicate (`_` drops either)."""
+    node = o.items.pop(0) if o.items else None
+    if not (isinstance(node, BinOp) and node.op == "|" and isinstance(node.left, Name)
+            and isinstance(node.right, Name)):
+        raise o.error("expected `d|p`: the leader's laneid and the leader predicate", node,
+                      hint="write `_|is_leader` to keep only the predicate (PTX 9.7.13.14)")
+    regs = o.scope.registers
+    return (regs.get(node.left.name, SINK), regs.get(node.right.name, SINK), _membermask(o))
+
+
+WARP = {"elect": _elect, "warp_sync": lambda o: (_membermask(o),)}
+"""app/sim/families/warp.py's kinds."""
+
+CLUSTER_BARRIER = {"cluster_arrive": lambda o: (), "cluster_wait": lambda o: (),
+                   "mbarrier_init_fence": lambda o: ()}
+"""app/sim/families/cluster_barrier.py's kinds."""
+
+def _setmaxnreg(o: Operands) -> tuple:
+    """`imm-reg-count`: an integer constant, 24..256, a multiple of 8 (PTX 9.7.19.5)."""
+    node = o.items[0] if o.items else None
+    n = o.value("the register count `imm-reg-count`")
+    if n.const is None or not 24 <= n.const <= 256 or n.const % 8:
+        raise o.error("`imm-reg-count` is an integer constant in 24..256, a multiple of 8 (PTX "
+                      "9.7.19.5)", node)
+    return (n, o.parsed.get("action") == "inc")
+
+
+SETMAXNREG = {"setmaxnreg": _setmaxnreg}
+"""app/sim/families/setmaxnreg.py's kind."""
+
+READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **NAMED_BARRIERS, **WARP,
+           **CLUSTER_BARRIER, **SETMAXNREG}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

@@ -1,6 +1,6 @@
 """Opcodes read against the instruction table: the rows every instruction family registers
-(`FORMS` at the end of app/sim/sync.py, copies.py, smem.py, tensor_core.py; app/sim/isa.py says
-what a row holds), plus the instructions of families the engine does not have yet.
+(the `forms` of every `FAMILY` in app/sim/families; app/sim/isa.py says what a row holds), plus
+the instructions of families the engine does not have yet.
 
 An opcode is its stem (the leading words, in PTX's order: `mbarrier.try_wait.parity`), then
 qualifiers in any order, each filling one slot of the form at most once. What is not modelled is
@@ -15,22 +15,12 @@ import difflib
 import sys
 from dataclasses import dataclass, field
 
-from app.sim import copies, smem, sync, tensor_core
+from app.sim.families import FAMILIES as ENGINE_FAMILIES
 from app.sim.isa import Form, Gap, Slot
 
 from .errors import PipelineError
 
 NOT_YET = (
-    Gap("bar", "9.7.13.1", "named barriers (`bar`, `barrier`) are not modelled yet",
-        "an mbarrier (`mbarrier.arrive` / `mbarrier.try_wait.parity`) orders the same threads"),
-    Gap("barrier", "9.7.13.1", "named barriers (`bar`, `barrier`) are not modelled yet",
-        "an mbarrier (`mbarrier.arrive` / `mbarrier.try_wait.parity`) orders the same threads"),
-    Gap("bar.warp.sync", "9.7.13.2", "`bar.warp.sync` is not modelled yet",
-        "an agent is a warp already"),
-    Gap("barrier.cluster", "9.7.13.3", "cluster barriers (`barrier.cluster`) are not modelled "
-                                       "yet"),
-    Gap("elect.sync", "9.7.13.14", "`elect.sync` is not modelled yet",
-        "an agent is one elected thread already"),
     Gap("griddepcontrol", "9.7.13.13", "`griddepcontrol` is not modelled yet"),
     Gap("clusterlaunchcontrol", "9.7.13.17", "`clusterlaunchcontrol` is not modelled yet"),
     Gap("tensormap", "9.7.9.28", "tensor maps (`tensormap.*`) are not modelled yet"),
@@ -44,18 +34,13 @@ NOT_YET = (
     Gap("multimem.cp.async.bulk", "9.7.9.26", "`multimem.cp.async.bulk` is not modelled yet"),
     Gap("wgmma", "9.7.15.5.2", "warpgroup MMAs (`wgmma`) are not modelled yet",
         "the engine models the tensor core's `tcgen05.mma`"),
-    Gap("setmaxnreg", "9.7.19.5", "`setmaxnreg` is not modelled yet",
-        "registers are not a resource the engine tracks"),
     Gap("nanosleep", "9.7.19.2", "`nanosleep` is not modelled yet",
         "a spin on `mbarrier.test_wait` needs no sleep: every schedule is explored"),
 )
 """Instructions of families the engine does not have yet (named barriers, cluster barriers,
-wgmma, ...): each moves into its family's `FORMS` when that family is written."""
+wgmma, ...): each moves into its family's `FAMILY.forms` when that family is written."""
 
-FAMILIES = (("mbarrier (app/sim/sync.py)", sync.FORMS),
-            ("bulk copies (app/sim/copies.py)", copies.FORMS),
-            ("shared memory and proxies (app/sim/smem.py)", smem.FORMS),
-            ("tensor core (app/sim/tensor_core.py)", tensor_core.FORMS),
+FAMILIES = (*((f.name, f.forms) for f in ENGINE_FAMILIES if f.forms),
             ("families the engine does not have yet (app/lang/opcodes.py)", NOT_YET))
 TABLE: tuple[Form | Gap, ...] = tuple(row for _, rows in FAMILIES for row in rows)
 """The instruction table: every form the engine models and every instruction it refuses."""
@@ -349,7 +334,7 @@ def _form_row(f: Form) -> str:
 def reference() -> str:
     """The instruction reference of docs/language.md, generated from the table."""
     out = ["Generated from the instruction table by `python -m app.lang.opcodes` (the rows each",
-           "family registers at the end of its module in app/sim; tests/lang/test_isa.py checks",
+           "family registers in its module of app/sim/families; tests/lang/test_isa.py checks",
            "that this copy is current). Qualifiers follow the stem in any order, each slot at",
            "most once; braces mark optional operands; PTX's defaults apply to what is left out.",
            ""]

@@ -92,6 +92,15 @@ class Func:
 
 
 @dataclass(frozen=True, slots=True)
+class Registers:
+    """`registers N;`: the per-thread registers every warp is launched with (`setmaxnreg`
+    moves them between warpgroups through the CTA's pool)."""
+
+    value: object
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
     """`cluster X;` or `cluster X, Y;`: the cluster's shape in CTAs (expressions over
     parameters)."""
@@ -213,6 +222,10 @@ class Agent:
     dim: object
     body: tuple
     pos: Pos
+    warps: object = None
+    """`warps N`: the agent stands for N warps in lockstep (a warpgroup is `warps 4`)."""
+    lanes: object = None
+    """`lanes N`: lanes 0..N-1 of the agent's one warp run its code as N movers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,8 +329,15 @@ class ToAst(Transformer):
         return Array("tmem", str(children[0]), None, pos=_pos(meta))
 
     def agent(self, meta, children):
-        name, dim, body = children
-        return Agent(str(name), dim, body, _pos(meta))
+        name, dim, *shape, body = children
+        shape = dict(shape)
+        return Agent(str(name), dim, body, _pos(meta), shape.get("warps"), shape.get("lanes"))
+
+    def warps(self, meta, children):
+        return ("warps", children[0])
+
+    def lanes(self, meta, children):
+        return ("lanes", children[0])
 
     def names(self, meta, children):
         return tuple(str(c) for c in children)
@@ -456,6 +476,9 @@ class ToAst(Transformer):
 
     def cluster(self, meta, children):
         return Cluster(tuple(children), _pos(meta))
+
+    def registers(self, meta, children):
+        return Registers(children[0], _pos(meta))
 
 
 @cache

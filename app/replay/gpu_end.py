@@ -7,9 +7,8 @@ state (`m`, `run`, `raw`, `cta`, `stored`, `observations`, `notes`) and its move
 
 from __future__ import annotations
 
-from app.sim.copies import OP_DIR, OP_NEXT, OP_STAGE, OP_TILE, OP_WRITING, STORE
+from app.sim.core import OP_DIR, OP_NEXT, OP_STAGE, OP_TILE, OP_WRITING, STORE, TILE_SPAN
 from app.sim.machine import DONE, RUNNING, UNDEFINED, Machine, MoveError
-from app.sim.smem import TILE_SPAN
 
 from .gpu_log import GpuRecord
 

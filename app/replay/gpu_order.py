@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.sim.copies import (
+from app.sim.core import (
     LOAD,
     OP_AGENT,
     OP_DIR,
@@ -203,7 +203,7 @@ class GpuOrderReplay(RunEnd):
         """Land every chunk in flight to `barrier`, holding each chunk's complete-tx wherever the
         engine offers it (a later landing then applies the bytes together): the grouping that
         completes a phase latest, or never, as the H200 does when a count steps over zero."""
-        from app.sim.copies import can_hold
+        from app.sim.families.copies import can_hold
 
         for _ in range(100_000):
             ks = self.loads(barrier=barrier)

@@ -8,6 +8,7 @@ replay's verdict is its own `source.conformance`, computed when it was shipped
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from typing import Annotated
 
@@ -28,6 +29,7 @@ from app.replay.store import (
 from app.resources import traces_dir
 
 router = APIRouter(prefix="/replays", tags=["replays"])
+logger = logging.getLogger(__name__)
 
 
 def _http(exc: ReplayError) -> HTTPException:
@@ -53,11 +55,7 @@ def _replay(replay_id: str) -> dict:
         raise HTTPException(404, [{"loc": ["path", "replay_id"], "type": "value_error",
                                    "msg": f"no replay {replay_id[:80]!r}"}])
     path = traces_dir() / f"{replay_id}.json"
-    try:
-        mtime = path.stat().st_mtime_ns if path.is_file() else 0
-        return _cached(replay_id, mtime)
-    except ReplayError as exc:
-        raise _http(exc) from exc
+    return _loaded(lambda: _cached(replay_id, max(_mtime(path), 0)))
 
 
 @lru_cache(maxsize=2)
@@ -68,27 +66,40 @@ def _catalogue(stamp: tuple) -> bytes:
 @router.get("", responses=errors())
 def get_replays() -> Response:
     """The catalogue: one entry per shipped GPU trace (id, scenario, status, device, lesson)."""
-    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(traces_dir().glob("*.json")))
+    stamp = tuple((p.name, _mtime(p)) for p in sorted(traces_dir().glob("*.json")))
     return json_response(_catalogue(stamp))
+
+
+def _mtime(path) -> int:
+    """A file's modification time, or -1 for one removed since the folder was listed."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _loaded(load):
+    """`load()`, a damaged file's surprise (a list where an object belongs) as a 422."""
+    try:
+        return load()
+    except ReplayError as exc:
+        raise _http(exc) from exc
+    except Exception as exc:  # noqa: BLE001 - a corrupt file, named, never a 500
+        logger.warning("a data file could not be served: %s", exc)
+        raise _http(ReplayError("file", f"the file is corrupt ({type(exc).__name__})")) from exc
 
 
 @router.get("/bandwidth", responses=errors(404, 422))
 def get_bandwidth() -> dict:
     """GB/s of the TMA ring over stages x tile sizes beside cudaMemcpy ("why pipelining")."""
-    try:
-        return load_bandwidth()
-    except ReplayError as exc:
-        raise _http(exc) from exc
+    return _loaded(load_bandwidth)
 
 
 @router.get("/probes", responses=errors(404, 413, 422))
 def get_probes() -> dict:
     """The tx-count probes measured on the GPU (traces/probes.json): single-thread probes, their
     rates over a whole launch beside the outcomes the model can reach, the piece size."""
-    try:
-        return load_probes()
-    except ReplayError as exc:
-        raise _http(exc) from exc
+    return _loaded(load_probes)
 
 
 @router.get("/{replay_id}", responses=errors(404, 422))
@@ -125,10 +136,7 @@ def get_kernel(replay_id: str) -> Response:
     if not _known(replay_id):
         raise HTTPException(404, [{"loc": ["path", "replay_id"], "type": "value_error",
                                    "msg": f"no replay {replay_id[:80]!r}"}])
-    try:
-        text = load_kernel(replay_id)
-    except ReplayError as exc:
-        raise _http(exc) from exc
+    text = _loaded(lambda: load_kernel(replay_id))
     return Response(text, media_type="text/plain; charset=utf-8")
 
 

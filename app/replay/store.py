@@ -13,12 +13,15 @@ sentence, not a stack trace. The tx-count probes (traces/probes.json) are checke
 from __future__ import annotations
 
 import json
+import logging
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from app.resources import traces_dir
 from app.sim import SCHEMA_PATH
+
+logger = logging.getLogger(__name__)
 
 MAX_BYTES = 2 * 1024 * 1024
 """Largest trace file served (the shipped ones stay under 750 KB)."""
@@ -352,13 +355,25 @@ def _read_json(path: Path):
         raise ReplayError("file", f"{path.name} is {size} bytes; the limit is {MAX_BYTES}", 413)
     try:
         return json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReplayError("file", f"{path.name} is not valid JSON ({exc})") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ReplayError("file", f"{path.name} is not valid JSON ({str(exc)[:200]})") from exc
 
 
 def read_trace_file(path: Path) -> dict:
     """Read and validate one trace file, refusing oversized or malformed ones."""
-    return validate_trace(_read_json(path))
+    return _guarded(path, lambda: validate_trace(_read_json(path)))
+
+
+def _guarded(path: Path, work):
+    """`work()`, with anything a damaged file makes the checks trip over (a list where an
+    object belongs, a file gone between listing and reading) as a `ReplayError` naming it."""
+    try:
+        return work()
+    except ReplayError:
+        raise
+    except (Exception, RecursionError) as exc:  # noqa: BLE001 - a corrupt file, not a bug here
+        raise ReplayError("file", f"{path.name} is corrupt ({type(exc).__name__}: "
+                                  f"{str(exc)[:200]})") from exc
 
 
 def summary(replay_id: str, doc: dict) -> dict:
@@ -398,10 +413,11 @@ def list_replays(directory: Path | None = None) -> list[dict]:
     for path in _trace_files(directory or traces_dir()):
         try:
             doc = read_trace_file(path)
-            if doc["source"].get("kind") != "gpu":
+            if not isinstance(doc.get("source"), dict) or doc["source"].get("kind") != "gpu":
                 continue
-            out.append(summary(path.stem, validate_replay(doc)))
+            out.append(_guarded(path, lambda d=doc, p=path: summary(p.stem, validate_replay(d))))
         except ReplayError as exc:
+            logger.warning("replay %s not served: %s", path.name, exc)
             out.append({"id": path.stem, "error": str(exc)})
     return out
 
@@ -415,9 +431,9 @@ def load_replay(replay_id: str, directory: Path | None = None) -> dict:
     if not path.is_file():
         raise ReplayError("replay_id", f"no replay {replay_id!r}", 404)
     doc = read_trace_file(path)
-    if doc["source"].get("kind") != "gpu":
+    if not isinstance(doc.get("source"), dict) or doc["source"].get("kind") != "gpu":
         raise ReplayError("source.kind", f"{replay_id} is not a GPU trace", 404)
-    return validate_replay(doc)
+    return _guarded(path, lambda: validate_replay(doc))
 
 
 def load_kernel(replay_id: str, directory: Path | None = None) -> str:

@@ -1,6 +1,6 @@
 """The instruction table's core: what one row says about one PTX instruction. Each instruction
-family (sync.py, copies.py, smem.py, tensor_core.py) registers its rows beside its line handlers,
-in a `FORMS` tuple at the end of the module, and the language reads every opcode against their
+family (a module of app/sim/families) registers its rows beside its line handlers, in its
+`FAMILY.forms`, and the language reads every opcode against their
 union (app/lang/opcodes.py), so what is accepted cannot drift from what the engine does.
 
 Follows the syntax blocks of the PTX ISA 9.1 (chapter 9.7): a `Form` is an opcode stem, the

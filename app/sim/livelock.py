@@ -36,7 +36,11 @@ def mover_id(machine, move: int, names: list[str] | None = None) -> str:
     """The mover a move number belongs to, for fairness: agents and the tensor core by name,
     a copy by its name, its hold move included."""
     name = (names or machine.moves())[move]
-    return name[:-5] if move >= machine.hold_base else name
+    return name[:-5] if _is_hold(machine, move) else name
+
+
+def _is_hold(machine, move: int) -> bool:
+    return machine.hold_base <= move < machine.hold_base + len(machine.tma)
 
 
 def enabled_ids(machine) -> frozenset[str]:
@@ -45,8 +49,7 @@ def enabled_ids(machine) -> frozenset[str]:
     if not ready:
         return frozenset()
     names = machine.moves()
-    hold = machine.hold_base
-    return frozenset(names[m][:-5] if m >= hold else names[m] for m in ready)
+    return frozenset(names[m][:-5] if _is_hold(machine, m) else names[m] for m in ready)
 
 
 def unfair_movers(enabled: list[frozenset], moved: set[str]) -> set[str]:

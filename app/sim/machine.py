@@ -13,17 +13,22 @@ causes a failure, so a diagnostic is pinned to its step. The machine is mutable 
 `freeze()` gives an immutable, hashable value of the whole state and `thaw()` rebuilds a machine
 from it.
 
-The barrier lines live in sync.py, bulk copies in copies.py, SMEM provenance in smem.py, the
-tensor core in tensor_core.py, failure reports in detectors.py and snapshots in snapshot.py.
+Each instruction family (app/sim/families: mbarrier lines, bulk copies, SMEM provenance, the
+tensor core, ...) registers its lines, blockers, deadlock phrases and snapshot part
+(app/sim/family.py); the machine runs whatever they register. Shared services are in core.py,
+failure reports in detectors.py, snapshots in snapshot.py.
 """
 
 from __future__ import annotations
 
-from . import copies, smem, snapshot, sync, tensor_core
+from . import snapshot
 from .barrier import Mbarrier, UndefinedBehavior
 from .config import PipelineConfig
+from .core import NO_TILE, W_NONE, checked, op_name
 from .detectors import UB_KINDS, Diagnostic, deadlock_diagnostics
-from .program import _NAMESPACE, Assign, Branch, Jump, Line, ProgramError, function
+from .families import FAMILIES, copies, merged, smem, sync, tensor_core
+from .family import STAY
+from .program import _NAMESPACE, Assign, Branch, Expr, Jump, Line, ProgramError, Ref, function
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = "running", "done", "deadlock", "undefined_behavior"
 CONTROL_LIMIT = 10_000
@@ -31,9 +36,12 @@ CONTROL_LIMIT = 10_000
 
 PC = 0
 
-HANDLERS = {**sync.HANDLERS, **copies.HANDLERS, **smem.HANDLERS, **tensor_core.HANDLERS}
-BLOCKERS = {**sync.BLOCKERS, **copies.BLOCKERS}
+HANDLERS = merged("handlers")
+BLOCKERS = merged("blockers")
 """Line kinds that can block, with the test that says whether the agent can move."""
+WAITING = merged("waiting")
+EXPLAIN = merged("explain")
+ARRIVING_KINDS = frozenset(k for f in FAMILIES for k in f.arrives)
 
 
 class MoveError(ValueError):
@@ -69,8 +77,6 @@ def _prepare(node):
 
 
 def _prepare_arg(arg):
-    from .program import Expr, Ref
-
     if isinstance(arg, Expr):
         return function(arg)
     if isinstance(arg, Ref):
@@ -127,6 +133,10 @@ class Machine:
         self.cfg = cfg
         program = self.program = cfg.program
         self.code = agent_code(program)
+        self.explain = EXPLAIN
+        self.arriving_kinds = ARRIVING_KINDS
+        self.deadlock_reports = tuple(f.deadlock for f in FAMILIES if f.deadlock)
+        self.snapshot_parts = tuple(f.snapshot for f in FAMILIES if f.snapshot)
         self.agents = program.agents
         self.n_agents = len(program.agents)
         self.n_stages = len(program.stages)
@@ -140,6 +150,13 @@ class Machine:
         self.release_stages = {b: tuple(stages) for b, stages in release.items()}
         """Per release barrier, every stage its arrivals release (a GEMM stage's A and B)."""
         self.agent_cta = tuple(a.cta for a in program.agents)
+        self.warp_of = tuple(i if a.warp is None else a.warp for i, a in enumerate(program.agents))
+        """Each agent's warp: the agent number of the warp's lane 0 (`lanes`)."""
+        lanes: dict[int, list[int]] = {}
+        for i, w in enumerate(self.warp_of):
+            lanes.setdefault(w, []).append(i)
+        self.lanes_of = {w: tuple(movers) for w, movers in lanes.items()}
+        """Each warp's movers, lane 0 first."""
         self.clustered = program.cluster > 1
         self.barrier_cta = tuple(b.cta for b in program.barriers)
         self.releasable = tuple(s.release is not None for s in program.stages)
@@ -166,6 +183,24 @@ class Machine:
                                                             strict=True))
         """Whether any line can tell a store's writes from its reads (plain `wait_group`,
         `ld.global`); where none can, a store completes with its last chunk read."""
+        used = set().union(*(code.kinds for code in self.code)) - {None}
+        present = [f for f in FAMILIES if used & set(f.handlers)]
+        self.extra_movers = tuple(f.movers for f in present if f.movers)
+        self.exit_sensitive = any(f.exits for f in present)
+        """Whether an agent's exit can let another agent move (app/check/model.py)."""
+        """Movers of the families this program uses, after the built-in ones."""
+        self.slot_base: dict[str, int] = {}
+        slots = 4 * self.n_bars
+        for f in present:
+            if f.slots:
+                self.slot_base[f.name] = slots
+                slots += f.slots(program)
+        self.n_slots = slots
+        hidden = [name for f in present for name in f.registers]
+        self.n_hidden = len(hidden)
+        self.hidden = {name: i - len(hidden) for i, name in enumerate(hidden)}
+        """A family's hidden registers, each at the same negative index in every agent's
+        register list (after the program's own)."""
         self.reset()
 
     # ----------------------------------------------------------------------------------- state
@@ -181,26 +216,26 @@ class Machine:
         self.tx_ledger = [[0, 0, 0] for _ in range(n_bars)]
         self.held = [0] * n_bars
         self.waits: dict[tuple[int, int], list[int]] = {}
-        self.chunks = [[(smem.NO_TILE, smem.W_NONE)] * s.chunks for s in program.stages]
-        self.stage_tile = [smem.NO_TILE] * self.n_stages
+        self.chunks = [[(NO_TILE, W_NONE)] * s.chunks for s in program.stages]
+        self.stage_tile = [NO_TILE] * self.n_stages
         self.stage_bars = [0] * self.n_stages
         """Per stage, the barriers (a bit each) its current tile's loads complete on: a wait that
         returns on one of them takes the tile (`owed`)."""
         self.owed: dict[tuple[int, int], int] = {}
         self.acc_dirty = 0
         """Agents (a bit each) that have not observed, through a wait, the completion of every
-        `tcgen05.mma` issued so far (tensor_core.py)."""
+        `tcgen05.mma` issued so far (families/tensor_core.py)."""
         self.acc_cover = [0, 0]
         """Barriers (a bit each) whose current phase / last completed phase holds a
         `tcgen05.commit` that covers every MMA issued so far."""
         self.know = [0] * self.n_agents
-        self.carried = [0] * (4 * n_bars)
+        self.carried = [0] * self.n_slots
         """What each agent knows, and what each barrier's current and last completed phase
         carry, near and far (ordering.py)."""
         self.generic_reads = [0] * self.n_agents
         """Per agent, the stages (a bit each) it read with `ld.shared` since its last
         `fence.proxy.async` (the warning `async_write_after_read`)."""
-        self.regs = [[0, *a.initial] for a in program.agents]
+        self.regs = [[0, *a.initial, *[0] * self.n_hidden] for a in program.agents]
         self.tma: list[list] = []
         self.bulk_committed = [0] * self.n_agents
         self.tensor_core: list[tuple] = []
@@ -275,8 +310,10 @@ class Machine:
         then each in-flight load's hold move."""
         names = [a.name for a in self.agents]
         names.append("tensor_core")
-        names.extend(f"tma:{copies.op_name(self, op)}" for op in self.tma)
-        names.extend(f"tma:{copies.op_name(self, op)}:hold" for op in self.tma)
+        names.extend(f"tma:{op_name(self, op)}" for op in self.tma)
+        names.extend(f"tma:{op_name(self, op)}:hold" for op in self.tma)
+        for movers in self.extra_movers:
+            names.extend(movers.names(self))
         return names
 
     @property
@@ -317,7 +354,22 @@ class Machine:
             for k in range(n):
                 if can_hold(self, k):
                     out.append(hold + k)
+        if self.extra_movers:
+            base += 1 + 2 * n
+            for movers in self.extra_movers:
+                out.extend(base + k for k in movers.ready(self))
+                base += len(movers.names(self))
         return out
+
+    def _extra(self, move: int):
+        """The family movers and index of a move number past the built-in ones, or None."""
+        k = move - self.hold_base - len(self.tma)
+        for movers in self.extra_movers:
+            n = len(movers.names(self))
+            if 0 <= k < n:
+                return movers, k
+            k -= n
+        return None
 
     def agent_enabled(self, a: int) -> bool:
         r = self.regs[a]
@@ -347,6 +399,9 @@ class Machine:
             return self.blocked_reason(move)
         if move == self.n_agents:
             return "the tensor core has nothing queued"
+        extra = self._extra(move)
+        if extra is not None:
+            return extra[0].why_not(self, extra[1])
         if move >= self.hold_base:
             return "a hold needs a later chunk in flight to the same barrier"
         return "no such TMA copy in flight"
@@ -369,6 +424,12 @@ class Machine:
                     self.step_no -= 1
                     raise MoveError("the tensor core has nothing queued")
                 tensor_core.retire(self, record)
+            elif self.extra_movers and move >= self.hold_base + len(self.tma):
+                extra = self._extra(move)
+                if extra is None or extra[1] not in extra[0].ready(self):
+                    self.step_no -= 1
+                    raise MoveError(self.why_not(move) if extra else f"no move {move}")
+                extra[0].step(self, extra[1], record)
             else:
                 k = move - self.n_agents - 1
                 hold = k >= len(self.tma)
@@ -428,9 +489,18 @@ class Machine:
         record["agent"] = self.agents[a].name
         record["op"] = line.op
         record["line"] = code.line_of[pc]
-        code.handlers[pc](self, a, r, code.prepared[pc], record)
+        if code.handlers[pc](self, a, r, code.prepared[pc], record) is STAY:
+            return
         r[PC] = pc + 1
         if not code.is_line[pc + 1]:
+            self._follow(a)
+
+    def advance(self, a: int) -> None:
+        """Move agent `a` past the line it is parked on (`STAY`), as the step of whoever
+        released it (a named barrier's last arrival restarts its waiters without delay)."""
+        r = self.regs[a]
+        r[PC] += 1
+        if not self.code[a].is_line[r[PC]]:
             self._follow(a)
 
     def _follow(self, a: int) -> None:
@@ -452,7 +522,7 @@ class Machine:
                 r[PC] = pc + 1 if prepared[pc](r) else node.target
             else:
                 for reg, fn in prepared[pc]:
-                    r[reg] = sync.checked(fn(r))
+                    r[reg] = checked(fn(r))
                 r[PC] = pc + 1
         raise ProgramError("control_limit", f"{self.agents[a].name} followed {CONTROL_LIMIT} "
                                             "loop and branch nodes without reaching a line")
@@ -467,10 +537,12 @@ class Machine:
         if self.current_line(a) is None:
             return f"{name} is done"
         waiting = self.waiting_on(a)
-        if waiting and "barrier" in waiting:
+        if waiting and "parity" in waiting:
             return f"{name} is waiting on {waiting['barrier']} parity {waiting['parity']}"
-        if waiting:
+        if waiting and "bulk_groups" in waiting:
             return f"{name} is waiting for its bulk stores ({waiting['bulk_groups']} pending)"
+        if waiting:
+            return f"{name} {EXPLAIN[self.current_line(a).kind](self, a, waiting)}"
         return f"{name} can move"
 
     def waiting_on(self, a: int) -> dict | None:
@@ -484,10 +556,10 @@ class Machine:
     def wait_at(self, a: int) -> dict | None:
         """The wait the agent's current line makes (blocked or not), as `waiting_on` shows it."""
         line = self.current_line(a)
-        if line is None or line.kind not in sync.WAITING:
+        if line is None or line.kind not in WAIT_AT:
             return None
         pc = self.regs[a][PC]
-        return sync.WAITING[line.kind](self, a, self.regs[a], self.code[a].prepared[pc])
+        return WAIT_AT[line.kind](self, a, self.regs[a], self.code[a].prepared[pc])
 
     def snapshot(self) -> dict:
         return snapshot.snapshot(self)
@@ -496,4 +568,5 @@ class Machine:
         return snapshot.layout(self)
 
 
-WAITING = {**sync.WAITING, **copies.WAITING}
+WAIT_AT = sync.FAMILY.waiting
+"""The mbarrier waits, which a snapshot shows per agent (`wait`) blocked or not."""

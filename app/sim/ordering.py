@@ -36,6 +36,12 @@ def act_bit(m, b: int) -> int:
     return 1 << (m.n_chunk_bits + b)
 
 
+def init_bit(m, b: int) -> int:
+    """The bit that says barrier `b`'s last `mbarrier.init` (a program's own line) is ordered
+    before what the agent does next."""
+    return 1 << (m.n_chunk_bits + m.n_bars + b)
+
+
 def forget(m, bits: int) -> None:
     """A new write to these chunks (or a new init): old knowledge of them means nothing now."""
     keep = ~bits
@@ -68,13 +74,19 @@ def touch(m, a: int, b: int) -> None:
 
 
 def release(m, a: int, b: int, sem: str | None, scope: str | None) -> None:
-    """An arrive by agent `a` on barrier `b` with PTX's `.sem` and `.scope`."""
+    """An arrive by agent `a` on barrier `b` with PTX's `.sem` and `.scope`. A relaxed one
+    carries only what a `fence.mbarrier_init.release.cluster` before it released (a release
+    fence and a later strong write form a release pattern, PTX 8.9)."""
+    bits = m.know[a]
     if sem == "relaxed":
-        return
+        fenced = m.hidden.get("%init_fenced")
+        if fenced is None:
+            return
+        bits = m.regs[a][fenced]
     if m.agent_cta[a] == m.barrier_cta[b]:
-        m.carried[b] |= m.know[a]
+        m.carried[b] |= bits
     elif scope == "cluster":
-        m.carried[m.n_bars + b] |= m.know[a]
+        m.carried[m.n_bars + b] |= bits
 
 
 def complete(m, b: int) -> None:

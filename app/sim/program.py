@@ -15,6 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SINK = -1
+WAIT_TEST, WAIT_BLOCKS, WAIT_MAY_FAIL = 0, 1, 2
+"""How a wait line waits (its operands' fourth item): `test_wait` never blocks; `try_wait`
+blocks until the phase completes where the program only loops on its answer; where the
+program branches on the answer, `try_wait` may also return false before the phase completes
+(PTX 9.7.13.15.16: a suspended thread resumes "before the phase completes following a
+system-dependent time limit"), and the checker explores both answers."""
 TC_FENCED, TC_PENDING = 1, 2
 """Hidden registers every agent has first (the compiler declares them): a
 `tcgen05.fence::after_thread_sync` since the agent's last wait; a `tcgen05.ld` not yet waited
@@ -142,6 +148,15 @@ class AgentProgram:
     iteration: int | None
     """Register whose value is the snapshot's `iteration` (the outermost loop counter)."""
     cta: int = 0
+    warps: int = 1
+    """Warps the agent stands for, in lockstep: 32 threads each at a named barrier; a
+    warpgroup (`setmaxnreg`) is 4."""
+    lanes: int = 1
+    """Movers its one warp is split into (`agent producer lanes 4`), each running its code."""
+    lane: int = 0
+    """This mover's lane in its warp (`%laneid`; `elect.sync` elects lane 0)."""
+    warp: int | None = None
+    """The agent number of its warp's lane 0 (None: the agent is a warp of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +169,9 @@ class Program:
     agents: tuple[AgentProgram, ...]
     cluster: int = 1
     """CTAs in the cluster: every barrier and stage array, and every agent, exists once per CTA."""
+    registers: int | None = None
+    """Per-thread registers every warp is launched with (`registers N;`), which `setmaxnreg`
+    moves through the CTA's pool; None: not declared."""
 
 
 def _div(a: int, b: int) -> int:

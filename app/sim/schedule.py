@@ -60,7 +60,10 @@ class RoundRobin:
         holds = machine.hold_base
         for move in ready:
             if move >= holds:
-                break
+                if not machine.extra_movers:
+                    break
+                if move < holds + len(machine.tma):
+                    continue  # round robin never holds; a family's movers come after the holds
             if move > self.last:
                 self.last = move
                 return move

@@ -3,57 +3,24 @@ docs/trace-format.md defines them. Everything the UI draws comes from here; it d
 
 from __future__ import annotations
 
-from . import smem
-from .copies import (
-    LOAD,
-    OP_BAR,
-    OP_DIR,
-    OP_END,
-    OP_NEXT,
-    OP_STAGE,
-    OP_TILE,
-    OP_WRITING,
-    STORE,
-    op_name,
-    pending_groups,
-)
-from .tensor_core import MMA
-
 ROLES = (("accum", "accum"), ("full", "full"), ("empty", "empty"))
 
 
+ORDER = ("step", "status", "barriers", "stages", "agents", "tma", "bulk_groups", "tensor_core")
+"""The keys of a snapshot in the order its JSON has always had (shipped traces are compared as
+bytes); a family's new keys follow them."""
+
+
 def snapshot(m) -> dict:
-    return {
-        "step": m.step_no,
-        "status": m.status,
-        "barriers": [{"name": name, **b.as_dict(), "tx_held": m.held[i]}
-                     for i, (name, b) in enumerate(zip(m.barrier_names, m.barriers,
-                                                       strict=True))],
-        "stages": [
-            {"name": m.stage_names[s], "tile": smem.tile_index(m.stage_tile[s]),
-             "chunks": [{"tile": smem.tile_index(t), "proxy": smem.WRITER_NAMES[w],
-                         "fenced": w == smem.W_GENERIC_FENCED,
-                         **_shift(t)} for t, w in m.chunks[s]]}
-            for s in range(m.n_stages)
-        ],
-        "agents": [_agent(m, a) for a in range(m.n_agents)],
-        "tma": [{"op": op_name(m, op), "direction": "load" if op[OP_DIR] == LOAD else "store",
-                 "tile": smem.tile_index(op[OP_TILE]), "stage": m.stage_names[op[OP_STAGE]],
-                 "chunk": op[OP_NEXT], "chunks": op[OP_END],
-                 "barrier": m.barrier_names[op[OP_BAR]] if op[OP_DIR] == LOAD else None,
-                 **({"writing": op[OP_WRITING]} if op[OP_DIR] == STORE else {})}
-                for op in m.tma],
-        "bulk_groups": [{"agent": m.agents[a].name, "committed": m.bulk_committed[a],
-                         "pending_reads": pending_groups(m, a, True)}
-                        for a in range(m.n_agents) if "store" in m.code[a].kinds],
-        "tensor_core": [
-            {"op": f"mma:k{smem.tile_index(tile)}" if kind == MMA else "commit", "kind": kind,
-             "stage": m.stage_names[stage] if kind == MMA else None,
-             "tile": smem.tile_index(tile),
-             "barrier": m.barrier_names[b] if kind != MMA else None}
-            for kind, stage, tile, b, *_ in m.tensor_core
-        ],
-    }
+    """The state after a step: the machine's own parts (step, status, agents), then every
+    family's (`Family.snapshot`: barriers, stages, tma, bulk_groups, tensor_core, ...)."""
+    parts = {"step": m.step_no, "status": m.status,
+             "agents": [_agent(m, a) for a in range(m.n_agents)]}
+    for part in m.snapshot_parts:
+        parts.update(part(m))
+    out = {key: parts.pop(key) for key in ORDER if key in parts}
+    out.update(parts)
+    return out
 
 
 def _agent(m, a: int) -> dict:
@@ -95,9 +62,3 @@ def layout(m) -> dict:
                     "source_lines": [a.nodes[n].source_line for n in a.listing]}
                    for a in m.agents],
     }
-
-
-def _shift(content: int) -> dict:
-    """A chunk holding its tile's bytes from another position: how far (docs/engine.md)."""
-    delta = smem.unshift(content)[1]
-    return {"shifted": delta} if delta else {}

@@ -1,6 +1,7 @@
 """Runs and traces: the single source of truth that the API, the UI, the checker and replay share.
 
-A `Run` keeps only what it cannot recompute: the move chosen at every step (one byte each), the
+A `Run` keeps only what it cannot recompute: the move chosen at every step (one byte each while
+at most 256 movers are ready, wider past that), the
 frozen machine state every `CHECKPOINT_EVERY` steps, and the diagnostics. Any step's record and
 snapshot is rebuilt by thawing the checkpoint before it and replaying at most that many moves, so a
 million-step run costs about a megabyte and step 900,000 is as cheap to show as step 9. The trace
@@ -9,6 +10,7 @@ document layout is written down in docs/trace-format.md.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 
 from . import livelock
@@ -50,6 +52,21 @@ class Run:
         self.watch = livelock.can_cycle(cfg.program)
         """Whether the program can come back to a state, so the run looks for a repeat."""
         self._lasso_checked = -1
+
+    def _widen(self) -> array:
+        """The choices in 32-bit slots: a move numbered past 255 (a program with more than 256
+        movers ready at once, such as hundreds of copies in flight) fits no byte."""
+        self.choices = array("I", iter(self.choices))  # not the bytes as raw words
+        return self.choices
+
+    def _record(self, choices, move: int):
+        """Append `move` to `choices`; the (maybe widened) list it went into."""
+        try:
+            choices.append(move)
+        except (ValueError, OverflowError):
+            choices = self._widen()
+            choices.append(move)
+        return choices
 
     def __getstate__(self) -> dict:
         """Runs travel between processes (built in a worker, served by the event loop's
@@ -122,7 +139,10 @@ class Run:
             if move is None:
                 break
             record = machine.step(move)
-            choices.append(move)
+            if move > 255:
+                choices = self._record(choices, move)
+            else:
+                choices.append(move)
             made += 1
             if record["diagnostics"]:
                 diagnostics.extend(record["diagnostics"])
@@ -140,7 +160,7 @@ class Run:
         if move not in self.machine.ready:
             raise MoveError(self.machine.why_not(move))
         record = self.machine.step(move)
-        self.choices.append(move)
+        self._record(self.choices, move)
         self.diagnostics.extend(record["diagnostics"])
         if self.machine.step_no % CHECKPOINT_EVERY == 0:
             self.checkpoints.append(self.machine.freeze())
@@ -242,7 +262,10 @@ class Run:
             if move is None:
                 break
             record = machine.step(move)
-            choices.append(move)
+            if move > 255:
+                choices = self._record(choices, move)
+            else:
+                choices.append(move)
             made += 1
             if record["diagnostics"]:
                 diagnostics.extend(record["diagnostics"])

@@ -214,10 +214,12 @@ def install(app: FastAPI, page, static_dir: Path, templates: Jinja2Templates) ->
                 params[name] = int(query[name])
         schedule = parse_schedule(query.get("schedule"), query.get("seed"), query.get("moves"))
         step = query.get("step", "0")
+        if not re.fullmatch(r"[0-9]{1,9}", step):  # str.isdigit takes "²"; int() refuses it
+            raise ParamError("step", "step must be a whole number of at most 9 digits")
         panels = tuple(p for p in query.get("panels", "").split(",") if p in PANELS) or PANELS
         callouts = lesson(scenario_id) if query.get("callouts") != "0" else {"callouts": []}
         return await export(scenario_id, None, params, query.get("bugs", ""), schedule,
-                            step=int(step) if step.isdigit() else 0, panels=panels,
+                            step=int(step), panels=panels,
                             predict=query.get("predict") == "1", theme=query.get("theme"),
                             callouts=callouts)
 

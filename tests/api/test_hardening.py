@@ -16,7 +16,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from app.api import stream, token, work
 from app.core.config import Settings
-from app.core.security import session_key
+from app.core.security import derive_key, session_key
 from app.main import app as shared_app
 from tests.asyncutil import run_async
 
@@ -104,7 +104,7 @@ def test_workers_starting_together_agree_on_one_generated_key(tmp_path):
     assert len(keys) == 1
     assert (tmp_path / "data" / "session.key").stat().st_mode & 0o077 == 0
     assert session_key(Settings(session_key="", data_dir=tmp_path / "data")).hex() in keys
-    assert session_key(Settings(session_key="given")) == b"given"
+    assert session_key(Settings(session_key="given")) == derive_key("given")
 
 
 # --------------------------------------------------------------------------- inputs

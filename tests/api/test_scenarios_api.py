@@ -2,8 +2,10 @@ def test_catalogue_lists_the_built_ins_with_ranges_and_defaults(client):
     response = client.get("/api/v1/scenarios")
     assert response.status_code == 200
     scenarios = {s["id"]: s for s in response.json()["scenarios"]}
-    assert list(scenarios) == ["single_barrier", "double_buffer_tma", "cluster_multicast",
-                               "kloop_tma_mma", "proxy_fence_store"]
+    assert list(scenarios)[:5] == ["single_barrier", "double_buffer_tma", "cluster_multicast",
+                                   "kloop_tma_mma", "proxy_fence_store"]
+    assert {s["group"] for s in list(scenarios.values())[5:]} == {"real_bugs"}
+    assert all(s["source_url"] for s in list(scenarios.values())[5:])
     ring = scenarios["double_buffer_tma"]
     assert ring["parameters"]["stages"] == {"default": 2, "min": 1, "max": 16,
                                             "doc": "shared-memory stages in the ring"}

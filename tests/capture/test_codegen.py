@@ -33,7 +33,8 @@ def _source(scenario_id: str, bugs=(), params=None) -> str:
 @pytest.mark.parametrize(("scenario_id", "bug"), BUILT_INS)
 def test_every_built_in_and_toggle_generates_or_is_refused_with_a_reason(scenario_id, bug):
     bugs = [bug] if bug else []
-    if scenario_id == "kloop_tma_mma":
+    if not catalogue()[scenario_id].gpu:  # Blackwell's tcgen05
+        assert "tcgen05" in catalogue()[scenario_id].gpu_note
         with pytest.raises(CodegenError, match="tcgen05"):
             _source(scenario_id, bugs)
         return

@@ -262,7 +262,7 @@ def test_store_reads_commute_with_every_other_move(scenario, params, bugs):
     nothing disables it, and it commutes with every other enabled move, in every reachable
     state (the only move it may enable is its agent's wait_group)."""
     from app.check.model import store_reads_invisible
-    from app.sim.copies import OP_DIR, OP_WRITING, STORE
+    from app.sim.core import OP_DIR, OP_WRITING, STORE
 
     cfg = config(scenario, bugs, **params)
     machine = Machine(cfg)

@@ -45,3 +45,13 @@ def test_trace_and_check_run_a_file_with_any_parameter(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "partial_read" in out and "deadlock" in out and "tx_mismatch" in out
     assert f"replay: mbarrier-inspector trace {path} --stages 1" in out
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    import subprocess
+    import sys
+    cmd = f"{sys.executable} -m app.cli check double_buffer_tma --steps | head -c 10"
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
+                          timeout=600)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 141

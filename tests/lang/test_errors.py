@@ -62,7 +62,7 @@ def test_try_wait_without_parity_gets_a_hint():
     text = RING.replace("consumer_wait(pipe_state);",
                         "mbarrier.try_wait.shared::cta.b64 _, [full_barrier[0]], [x];")
     assert error_of(text).hint == "the form is `mbarrier.try_wait.shared::cta.b64 " \
-                                  "{waitComplete,} [barrier], state;`"
+                                  "{waitComplete,} [barrier], state {, suspendTimeHint};`"
 
 
 def test_operand_of_the_wrong_kind_names_the_form():

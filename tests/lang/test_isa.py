@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.lang import instructions, opcodes
-from app.sim import copies, isa, machine, smem, sync, tensor_core
+from app.sim import isa, machine
+from app.sim.families import FAMILIES
 
 DOCS = Path(__file__).parents[2] / "docs" / "language.md"
 NOT_INSTRUCTIONS = {"assign"}
@@ -19,7 +20,7 @@ NOT_INSTRUCTIONS = {"assign"}
 
 
 def test_the_table_is_what_the_families_register():
-    families = (sync.FORMS, copies.FORMS, smem.FORMS, tensor_core.FORMS, opcodes.NOT_YET)
+    families = (*(f.forms for f in FAMILIES), opcodes.NOT_YET)
     assert opcodes.TABLE == tuple(row for rows in families for row in rows)
     assert all(isinstance(row, isa.Form | isa.Gap) for row in opcodes.TABLE)
     assert not any(isinstance(row, isa.Form) for row in opcodes.NOT_YET)
@@ -38,15 +39,11 @@ def test_every_line_kind_has_an_operand_reader():
     assert set(instructions.READERS) == {f.kind for f in opcodes.FORMS}
 
 
-@pytest.mark.parametrize("family", [sync, copies, smem, tensor_core])
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name.split(" (")[0])
 def test_a_family_registers_forms_of_its_own_line_kinds(family):
-    """A family's rows name the kinds its own handlers run; the one exception is `st.global`,
-    whose handler lives in tensor_core.py (it checks `tcgen05.ld`'s registers)."""
-    elsewhere = {"st_global"} if family is smem else set()
-    kinds = {f.kind for f in family.FORMS if isinstance(f, isa.Form)}
-    assert kinds - elsewhere <= set(family.HANDLERS)
-    if family is tensor_core:
-        assert set(family.HANDLERS) - kinds == {"st_global"}
+    """A family's rows name exactly the kinds its own handlers run (one place per family)."""
+    kinds = {f.kind for f in family.forms if isinstance(f, isa.Form)}
+    assert kinds == set(family.handlers) - NOT_INSTRUCTIONS
 
 
 def test_every_row_cites_a_ptx_91_section():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -26,6 +27,7 @@ from app.api.runstore import find_scenario
 from app.api.work import builds, checks, unless_gone
 from app.check.engine import Limits
 from app.check.service import (
+    CHECK_GRACE_S,
     DEFAULT_MAX_STATES,
     DEFAULT_TIMEOUT_S,
     MAX_MEMORY,
@@ -34,8 +36,11 @@ from app.check.service import (
     InternalError,
     check_job,
     check_source_job,
+    check_within,
     resolve_source,
 )
+from app.core.clients import address, checks_held
+from app.core.config import settings
 from app.core.pool import Busy
 from app.scenarios import PARAM_NAMES, ParamError
 
@@ -89,6 +94,9 @@ class _Job:
 
     def __init__(self, body: CheckRequest, location: str):
         self.limits = Limits(body.max_states, body.timeout_s, MAX_MEMORY, body.stop_at_first)
+        self.timeout_s = body.timeout_s
+        self.until = time.time() + body.timeout_s + CHECK_GRACE_S
+        """When the answer is due, from the request's arrival (a wait for a worker counts)."""
         params = body.params if isinstance(body.params, dict) else params_dict(body.params)
         if (body.source is None) == (body.scenario is None):
             raise fail(422, location, "scenario" if body.source is None else "source",
@@ -111,7 +119,11 @@ class _Job:
         self.fn, self.work = check_job, (scenario, cfg, self.limits)
 
     def args(self) -> tuple:
-        return (self.fn, *self.work)
+        """What the pool runs: the check with the time it has left when it starts."""
+        return (check_within, self.until, self.fn, *self.work)
+
+    def watched(self) -> dict:
+        return {"until": self.until + 0.5}  # the watchdog's backstop, past the check's own
 
     async def ready(self) -> _Job:
         """A pipeline text is parsed and resolved once in the build pool before the check
@@ -127,7 +139,16 @@ async def post_check(body: CheckRequest, request: Request):
     """Check every schedule; the whole answer at once."""
     job = await _Job(body, "body").ready()
     try:
-        result = await unless_gone(request, checks.run(*job.args(), cancellable=True))
+        with checks_held.hold(address(request.scope), settings.checks_per_address,
+                              retry_after=max(1, round(job.timeout_s))):
+            result = await asyncio.wait_for(
+                unless_gone(request, checks.run(*job.args(), cancellable=True,
+                                                **job.watched())),
+                max(0.0, job.until - time.time()) + 0.5)
+    except TimeoutError:
+        raise Busy(f"no check worker was free within this check's timeout_s "
+                   f"({job.timeout_s:g} s): {checks.running} checks are running or queued; "
+                   "try again soon", retry_after=max(1, round(job.timeout_s))) from None
     except InternalError as err:  # the one 500: a consistency check failed, named for a report
         return JSONResponse({"detail": str(err)}, status_code=500)
     if result is None:  # the client has gone; no one reads this
@@ -138,9 +159,9 @@ async def post_check(body: CheckRequest, request: Request):
 @router.post("/stream", response_class=StreamingResponse,
              responses=errors(422, 503, ok_body="progress events, then the result",
                               ok_type="sse"))
-async def post_check_stream(body: CheckRequest):
+async def post_check_stream(body: CheckRequest, request: Request):
     """The same check as server-sent events: `progress` events, then one `result` event."""
-    return _stream(await _Job(body, "body").ready())
+    return _stream(await _Job(body, "body").ready(), address(request.scope))
 
 
 @router.get("/stream", response_class=StreamingResponse,
@@ -170,26 +191,29 @@ async def get_check_stream(
         scenario=scenario, params=Params(**params),
         bugs=[b.strip() for b in bugs.split(",") if b.strip()], max_states=max_states,
         timeout_s=timeout_s, stop_at_first=stop_at_first)
-    return _stream(await _Job(body, "query").ready())
+    return _stream(await _Job(body, "query").ready(), address(request.scope))
 
 
-def _stream(job: _Job):
+def _stream(job: _Job, where: str):
     """Start the check in a worker now and stream what it reports; a client that goes away
     cancels it (the generator is closed, which cancels the task that awaits the worker)."""
     if not checks.free:
         raise Busy(f"{checks.running} check jobs are running or queued on this server; "
                    "try again soon")
+    checks_held.take(where, settings.checks_per_address, max(1, round(job.timeout_s)))
     queue: asyncio.Queue = asyncio.Queue()
 
     async def work() -> None:
         try:
-            result = await checks.run(*job.args(),
+            result = await checks.run(*job.args(), **job.watched(),
                                       progress=lambda p: queue.put_nowait(("progress", p)))
             queue.put_nowait(("result", result))  # JSON text already
         except Busy as err:
             queue.put_nowait(("error", {"detail": str(err)}))
         except Exception as err:  # reported to the client, not swallowed
             queue.put_nowait(("error", {"detail": f"{type(err).__name__}: {err}"}))
+        finally:
+            checks_held.give(where)
 
     task = asyncio.ensure_future(work())
     return StreamingResponse(_events(queue, task), media_type="text/event-stream",

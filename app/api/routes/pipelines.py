@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from app.api.encode import json_response
@@ -21,6 +21,7 @@ from app.api.runs import MAX_SEED, parse_schedule
 from app.api.runstore import TRACE_LIMIT, canonical_key, store
 from app.api.sources import remember
 from app.api.work import builds
+from app.core.clients import address
 from app.lang.compiler import MAX_SOURCE_BYTES, instantiate, load, resolve_params
 from app.scenarios import ParamError, from_source
 
@@ -102,7 +103,7 @@ async def post_source(body: SourceBody) -> dict:
 
 
 @router.post("/traces", responses=errors(404, 413, 422, 503))
-async def post_trace(body: TraceBody):
+async def post_trace(body: TraceBody, request: Request):
     """The trace of a pipeline text (or of a built-in named by `scenario`), in the format of
     `GET /traces/{id}`; `scenario.source_sha256` names the text."""
     if body.source is not None:
@@ -110,6 +111,6 @@ async def post_trace(body: TraceBody):
     schedule = parse_schedule(body.schedule, body.seed, body.moves)
     key = await builds.run(source_key, body.source, body.scenario, body.params, body.bugs,
                            schedule, STEP_LIMIT)
-    entry = await store.get(key)
+    entry = await store.get(key, clients=(address(request.scope),))
     return await window_document(entry, body.first, body.last, body.snapshots,
                                  lambda a, b: entry.run.document(a, b, body.snapshots))

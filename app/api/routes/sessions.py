@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from app.api import sse, stream
+from app.api.encode import PRIVATE_IMMUTABLE
 from app.api.errors import fail
 from app.api.responses import JSON_ONLY, SESSION_ERRORS, errors
 from app.api.routes.pipelines import check_size
@@ -26,13 +27,22 @@ from app.api.runstore import SESSION_STEP_LIMIT, canonical_key, store
 from app.api.session import (
     answer,
     clamp_step,
+    clients_of,
     document,
     open_token,
     step_session,
     view,
 )
-from app.api.token import MAX_PICKS, MAX_TOKEN_CHARS, RunSpec, Seed, SessionToken
+from app.api.token import (
+    MAX_PICKS,
+    MAX_TOKEN_CHARS,
+    RunSpec,
+    Seed,
+    SessionToken,
+    new_client,
+)
 from app.api.work import builds
+from app.core.clients import address
 from app.core.config import settings
 from app.scenarios import ParamError
 
@@ -89,7 +99,7 @@ SessionId = Annotated[str, Path(max_length=MAX_TOKEN_CHARS)]
 
 @router.post("", status_code=201, response_class=Response,
              responses=errors(422, 503, ok=201, ok_body="a session view"))
-async def create_session(body: SessionCreate) -> Response:
+async def create_session(body: SessionCreate, request: Request) -> Response:
     """A new session at `step` (0 by default), with its layout and the run's diagnostics."""
     schedule_in = body.schedule
     if isinstance(schedule_in, str):
@@ -117,8 +127,10 @@ async def create_session(body: SessionCreate) -> Response:
         if named:
             raise ParamError("picks", "give either moves or picks, not both")
         named = [(i + 1, name) for i, name in enumerate(moves)]
-    entry = await store.get(key, named or None)
-    token = SessionToken(entry.key, clamp_step(body.step, entry))
+    client = new_client()
+    entry = await store.get(key, named or None,
+                            clients=(address(request.scope), f"s:{client}"))
+    token = SessionToken(entry.key, clamp_step(body.step, entry), client)
     return answer(view(token, entry, layout=True), 201)
 
 
@@ -174,7 +186,8 @@ async def reset(session_id: SessionId) -> Response:
     """Step 0 of the schedule's own run: the picks are forgotten."""
     token, _ = await open_token(session_id)
     key = replace(token.key, picks=())
-    return answer(view(SessionToken(key, 0), await store.get(key), layout=True))
+    return answer(view(replace(token, key=key, step=0),
+                       await store.get(key, clients=clients_of(token)), layout=True))
 
 
 @router.get("/{session_id}/snapshots/{step}", response_class=Response,
@@ -184,7 +197,9 @@ async def snapshot(session_id: SessionId, step: Annotated[int, Path(ge=0, le=SES
     """The state after any step of the session's run, without moving its cursor."""
     token, entry = await open_token(session_id)
     record, snap, ready = entry.frame(clamp_step(step, entry, "path"))
-    return answer({"step": step, "record": record, "snapshot": snap, "ready": ready})
+    response = answer({"step": step, "record": record, "snapshot": snap, "ready": ready})
+    response.headers["cache-control"] = PRIVATE_IMMUTABLE
+    return response
 
 
 @router.get("/{session_id}/trace", response_class=Response, responses=SESSION_ERRORS)
@@ -198,7 +213,8 @@ async def trace(session_id: SessionId,
 
     token, entry = await open_token(session_id)
     return await window_document(entry, first, last, snapshots,
-                                 lambda a, b: document(token, entry, a, b, snapshots))
+                                 lambda a, b: document(token, entry, a, b, snapshots),
+                                 PRIVATE_IMMUTABLE)
 
 
 @router.websocket("/{session_id}/ws")

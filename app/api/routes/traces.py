@@ -16,10 +16,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.encode import compact_json, json_response
+from app.api.encode import IMMUTABLE, compact_json, json_response
 from app.api.responses import errors
 from app.api.runs import MAX_SEED, param_query, parse_schedule, scenario_or_404
 from app.api.runstore import TRACE_LIMIT, Entry, canonical_key, store
+from app.core.clients import address
 from app.core.config import settings
 from app.export.perfetto import to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
@@ -40,7 +41,8 @@ def window_diagnostics(diagnostics: list[dict], first: int, last: int) -> list[d
 
 
 async def window_document(entry: Entry, first: int, last: int | None, snapshots: bool,
-                          make: Callable[[int, int], dict]) -> Response:
+                          make: Callable[[int, int], dict], cache: str | None = None
+                          ) -> Response:
     """Check the window `first..last` against the limits and answer `make(first, last)` with
     its diagnostics windowed (built and encoded in a thread)."""
     window = settings.max_window if snapshots else settings.max_window * 10
@@ -63,7 +65,7 @@ async def window_document(entry: Entry, first: int, last: int | None, snapshots:
             doc["diagnostics_total"] = len(diagnostics)
         return compact_json(doc)
 
-    return json_response(await asyncio.to_thread(build))
+    return json_response(await asyncio.to_thread(build), cache)
 
 
 @router.get("/{scenario_id}", response_class=Response, responses=errors(404, 422, 503))
@@ -94,9 +96,9 @@ async def get_trace(
               "chunk_bytes": chunk_bytes, "consumers": consumers}
     key = canonical_key(scenario.id, params, bugs, parse_schedule(schedule, seed, moves),
                         TRACE_LIMIT)
-    entry = await store.get(key)
+    entry = await store.get(key, clients=(address(request.scope),))
     return await window_document(entry, first, last, snapshots,
-                                 lambda a, b: entry.run.document(a, b, snapshots))
+                                 lambda a, b: entry.run.document(a, b, snapshots), IMMUTABLE)
 
 
 async def get_trace_perfetto(**query) -> Response:
@@ -106,7 +108,8 @@ async def get_trace_perfetto(**query) -> Response:
     doc = json.loads((await get_trace(**query)).body)
     return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
                     headers={"content-disposition":
-                             f'attachment; filename="{doc["scenario"]["id"]}.perfetto.json"'})
+                             f'attachment; filename="{doc["scenario"]["id"]}.perfetto.json"',
+                             "cache-control": IMMUTABLE})
 
 
 # FastAPI reads the query from this signature: exactly `get_trace`'s, whatever it becomes.

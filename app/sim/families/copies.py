@@ -12,31 +12,43 @@ its writes land in global memory in one more move (after which plain `wait_group
 
 from __future__ import annotations
 
-from . import ordering, smem
-from .barrier import TX_LIMIT
-from .detectors import Diagnostic
-from .program import ProgramError
-from .sync import ISSUED, barrier_op, remote_access, tx_check
-
-LOAD, STORE = 0, 1
-FLAG_OVERWRITE, FLAG_PROXY = 1, 2
-# An in-flight copy: [direction, tile, stage, barrier, next_chunk, end_chunk, agent, group,
-#                     flagged (FLAG_* bits: each diagnostic once per copy), writing, serial]
-(OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING,
- OP_SERIAL, OP_CONTENT) = range(12)
-"""A load's OP_CONTENT is what its chunks hold once landed: its tile, or the tile shifted
-(smem.shifted) when its global offset differs from its shared-memory offset."""
-
-
-def op_name(m, op: list) -> str:
-    """A copy's name, unique among the copies in flight and fixed for its life: `load:t3`,
-    `load:t3@cta1` in a cluster, `store:consumer0:t3`; a copy issued while another of the same
-    name is in flight gets the lowest free suffix (`load:t3#2@cta1`)."""
-    serial = "" if op[OP_SERIAL] == 1 else f"#{op[OP_SERIAL]}"
-    if op[OP_DIR] == LOAD:
-        where = f"@cta{m.program.stages[op[OP_STAGE]].cta}" if m.program.cluster > 1 else ""
-        return f"load:{smem.tile_tag(m, op[OP_TILE])}{serial}{where}"
-    return f"store:{m.agents[op[OP_AGENT]].name}:{smem.tile_tag(m, op[OP_TILE])}{serial}"
+from .. import ordering
+from ..barrier import TX_LIMIT
+from ..core import (
+    FLAG_OVERWRITE,
+    ISSUED,
+    LOAD,
+    NO_TILE,
+    OP_AGENT,
+    OP_BAR,
+    OP_CONTENT,
+    OP_DIR,
+    OP_END,
+    OP_FLAGGED,
+    OP_GROUP,
+    OP_NEXT,
+    OP_SERIAL,
+    OP_STAGE,
+    OP_TILE,
+    OP_WRITING,
+    STORE,
+    TILE_SPAN,
+    W_ASYNC,
+    barrier_op,
+    init_known,
+    op_name,
+    remote_access,
+    shifted,
+    tile_index,
+    tile_word,
+    tx_check,
+    unshift,
+)
+from ..detectors import Diagnostic
+from ..family import Family
+from ..isa import Form, Gap, Slot
+from ..program import ProgramError
+from . import smem
 
 
 def _same_name(m, a: list, b: list) -> bool:
@@ -77,7 +89,7 @@ def _global_offset(m, tile: int, offset, nbytes: int, r, own: int) -> int:
     if offset is None:
         return own
     start = offset(r)
-    name, _, tile_bytes = m.program.tensors[tile // smem.TILE_SPAN]
+    name, _, tile_bytes = m.program.tensors[tile // TILE_SPAN]
     if start < 0 or start % 16 or start + nbytes > tile_bytes:
         raise ProgramError("copy_shape", f"a copy of {nbytes} bytes at offset {start} of a "
                                          f"{name} tile ({tile_bytes} bytes) is outside it or "
@@ -93,7 +105,7 @@ def _load(m, a, r, args, record) -> None:
         raise ProgramError("operand_range", f"a bulk copy moves at most {TX_LIMIT} bytes")
     first, end = _chunks(m, stage, offset, nbytes, r)
     own = first * m.program.stages[stage].chunk_bytes
-    content = smem.shifted(tile, _global_offset(m, tile, src_offset, nbytes, r, own) - own)
+    content = shifted(tile, _global_offset(m, tile, src_offset, nbytes, r, own) - own)
     targets = [(stage, b)]
     if multicast is not None:
         mask_fn, own, stage_size, bar_size = multicast
@@ -104,6 +116,8 @@ def _load(m, a, r, args, record) -> None:
                                                 f"the cluster of {ctas}")
         targets = [(stage + (c - own) * stage_size, b + (c - own) * bar_size)
                    for c in range(ctas) if mask >> c & 1]
+    for _, target in targets:
+        init_known(m, a, target, record, "issued a copy that completes bytes on")
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
@@ -116,13 +130,13 @@ def _load(m, a, r, args, record) -> None:
         names.append(name)
         stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
         record["events"].append({"kind": "tma_issued", "op": name, "direction": "load",
-                                 "tile": smem.tile_index(tile), "stage": stage_name,
+                                 "tile": tile_index(tile), "stage": stage_name,
                                  "bytes": nbytes, "barrier": bar_name})
         m.tx_ledger[b][ISSUED] += nbytes
     if m.generic_reads[a] >> targets[0][0] & 1:
         _warn_async_after_read(m, a, targets[0][0], record)
     stage, b = targets[0]
-    record["operands"] = {"op": names[0], "tile": smem.tile_index(tile),
+    record["operands"] = {"op": names[0], "tile": tile_index(tile),
                           "stage": m.stage_names[stage], "bytes": nbytes,
                           "barrier": m.barrier_names[b]}
     if len(names) > 1:
@@ -165,10 +179,10 @@ def _store(m, a, r, args, record) -> None:
             "release of them: a .relaxed wait orders nothing, and a write landing after the "
             "wait is not ordered before it), so the store may read the old bytes.",
             agents=[who], stage=stage_name))
-    record["operands"] = {"op": name, "tile": smem.tile_index(tile), "stage": stage_name,
+    record["operands"] = {"op": name, "tile": tile_index(tile), "stage": stage_name,
                           "bytes": nbytes}
     record["events"].append({"kind": "tma_issued", "op": name, "direction": "store",
-                             "tile": smem.tile_index(tile), "stage": stage_name,
+                             "tile": tile_index(tile), "stage": stage_name,
                              "bytes": nbytes, "barrier": None})
 
 
@@ -178,7 +192,7 @@ def _unknown_chunks(m, a: int, stage: int, first: int, end: int) -> int:
     if known & m.chunk_mask[stage] == m.chunk_mask[stage]:
         return 0
     return sum(1 for c in range(first, end)
-               if m.chunks[stage][c][0] != smem.NO_TILE and not known >> (base + c) & 1)
+               if m.chunks[stage][c][0] != NO_TILE and not known >> (base + c) & 1)
 
 
 def store_fits(m, a, r, args) -> bool:
@@ -263,9 +277,9 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
     name = op_name(m, op)
     if op[OP_DIR] == STORE and op[OP_WRITING]:
         record["op"] = "cp.async.bulk (writes land)"
-        record["operands"] = {"op": name, "tile": smem.tile_index(op[OP_TILE])}
+        record["operands"] = {"op": name, "tile": tile_index(op[OP_TILE])}
         record["events"].append({"kind": "store_complete", "op": name,
-                                 "tile": smem.tile_index(op[OP_TILE])})
+                                 "tile": tile_index(op[OP_TILE])})
         del m.tma[k]
         return
     record["operands"] = {"op": name, "chunk": c, "stage": m.stage_names[stage]}
@@ -284,10 +298,10 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
 def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
-    old_tile = smem.unshift(m.chunks[stage][c][0])[0]
+    old_tile = unshift(m.chunks[stage][c][0])[0]
     if m.clustered:
         remote_access(m, m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
-                      f"the multicast of {smem.tile_word(m, tile)} wrote "
+                      f"the multicast of {tile_word(m, tile)} wrote "
                       f"{m.stage_names[stage]} and completed bytes on {m.barrier_names[b]}")
     if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
         op[OP_FLAGGED] |= FLAG_OVERWRITE
@@ -295,15 +309,15 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
         stage_name = m.stage_names[stage]
         record["diagnostics"].append(Diagnostic.make(
             "overwrite", m.step_no,
-            f"The TMA load of {smem.tile_word(m, tile)} wrote {stage_name} while "
-            f"{smem.tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
+            f"The TMA load of {tile_word(m, tile)} wrote {stage_name} while "
+            f"{tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
-    m.chunks[stage][c] = (op[OP_CONTENT], smem.W_ASYNC)
+    m.chunks[stage][c] = (op[OP_CONTENT], W_ASYNC)
     if m.aliased:
         smem.alias_write(m, stage, c, ["tma"], record)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
-                             "chunk": c, "tile": smem.tile_index(tile)})
+                             "chunk": c, "tile": tile_index(tile)})
     bar_name = m.barrier_names[b]
     record["operands"]["barrier"] = bar_name
     nbytes = m.program.stages[stage].chunk_bytes
@@ -317,10 +331,22 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     barrier_op(m, record, b, "complete_tx", total)
 
 
-HANDLERS = {"load": _load, "store": _store, "commit_group": _commit_group,
-            "wait_group": _wait_group}
-BLOCKERS = {"wait_group": _group_ready}
-WAITING = {"wait_group": _waiting_group}
+def _explain(m, a, waiting) -> str:
+    return "waits for its bulk stores"
+
+
+def _snapshot(m) -> dict:
+    return {
+        "tma": [{"op": op_name(m, op), "direction": "load" if op[OP_DIR] == LOAD else "store",
+                 "tile": tile_index(op[OP_TILE]), "stage": m.stage_names[op[OP_STAGE]],
+                 "chunk": op[OP_NEXT], "chunks": op[OP_END],
+                 "barrier": m.barrier_names[op[OP_BAR]] if op[OP_DIR] == LOAD else None,
+                 **({"writing": op[OP_WRITING]} if op[OP_DIR] == STORE else {})}
+                for op in m.tma],
+        "bulk_groups": [{"agent": m.agents[a].name, "committed": m.bulk_committed[a],
+                         "pending_reads": pending_groups(m, a, True)}
+                        for a in range(m.n_agents) if "store" in m.code[a].kinds],
+    }
 
 
 # ------------------------------------------------------------------- the instruction table
@@ -328,8 +354,6 @@ WAITING = {"wait_group": _waiting_group}
 def _isa_forms() -> tuple:
     """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
     PTX 9.1 sections 9.7.9.25.4 (bulk copies) and 9.7.9.27.2 (their completion)."""
-    from .isa import Form, Gap, Slot
-
     on_barrier = Slot("completion_mechanism", ("mbarrier::complete_tx::bytes",), required=True)
     in_group = Slot("completion_mechanism", ("bulk_group",), required=True)
     hint = Slot("level::cache_hint", ("L2::cache_hint",),
@@ -394,5 +418,10 @@ def _isa_forms() -> tuple:
     )
 
 
-FORMS = _isa_forms()
-"""This family's rows of the instruction table (app/sim/isa.py)."""
+FAMILY = Family(
+    "bulk copies (app/sim/families/copies.py)", 20,
+    {"load": _load, "store": _store, "commit_group": _commit_group, "wait_group": _wait_group},
+    {"wait_group": _group_ready}, {"wait_group": _waiting_group},
+    explain={"wait_group": _explain}, snapshot=_snapshot, forms=_isa_forms())
+"""The TMA engine's moves (`can_hold`, `tma_step`) are built-in movers of the machine: their
+numbers and names (`tma:load:t3`, `...:hold`) are part of the trace format."""

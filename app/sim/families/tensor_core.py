@@ -8,10 +8,22 @@ accumulator as PTX 9.7.16.6.4.4 orders it: wait, `tcgen05.fence::after_thread_sy
 
 from __future__ import annotations
 
-from . import ordering, smem
-from .detectors import Diagnostic
-from .program import TC_FENCED, TC_PENDING
-from .sync import arrival, barrier_op, release, take
+from .. import ordering
+from ..core import (
+    NO_TILE,
+    arrival,
+    barrier_op,
+    init_known,
+    release,
+    take,
+    tile_index,
+    tile_word,
+)
+from ..detectors import Diagnostic
+from ..family import Family
+from ..isa import Form, Gap, Slot
+from ..program import TC_FENCED, TC_PENDING
+from . import smem
 
 MMA, COMMIT = "mma", "commit"
 
@@ -23,17 +35,18 @@ def _mma(m, a, r, args, record) -> None:
     take(m, a, stage, m.stage_tile[stage])
     m.acc_dirty = (1 << m.n_agents) - 1
     m.acc_cover = [0, 0]
-    name = f"mma:k{smem.tile_index(tile)}"
+    name = f"mma:k{tile_index(tile)}"
     stage_name = m.stage_names[stage]
-    record["operands"] = {"op": name, "stage": stage_name, "tile": smem.tile_index(tile)}
+    record["operands"] = {"op": name, "stage": stage_name, "tile": tile_index(tile)}
     record["events"].append({"kind": "mma_issued", "op": name, "stage": stage_name,
-                             "tile": smem.tile_index(tile)})
+                             "tile": tile_index(tile)})
 
 
 def _commit(m, a, r, args, record) -> None:
     (bar,) = args
     b = bar(r)
-    m.tensor_core.append((COMMIT, smem.NO_TILE, smem.NO_TILE, b, a, 0))
+    init_known(m, a, b, record, "committed MMAs to")
+    m.tensor_core.append((COMMIT, NO_TILE, NO_TILE, b, a, 0))
     record["operands"] = {"barrier": m.barrier_names[b]}
 
 
@@ -42,17 +55,17 @@ def retire(m, record: dict) -> None:
     kind, stage, tile, b, a, known = m.tensor_core.pop(0)
     record["agent"] = "tensor_core"
     if kind == MMA:
-        name = f"mma:k{smem.tile_index(tile)}"
+        name = f"mma:k{tile_index(tile)}"
         stage_name = m.stage_names[stage]
         record["op"] = "tcgen05.mma (executes)"
-        record["operands"] = {"op": name, "stage": stage_name, "tile": smem.tile_index(tile)}
+        record["operands"] = {"op": name, "stage": stage_name, "tile": tile_index(tile)}
         readers = ["tensor_core", m.agents[a].name]
         if smem.check_read(m, readers, stage, tile, record, "the tensor core"):
             ordering.check(m, readers, stage, tile, known, record, "the tensor core",
-                           smem.tile_word(m, tile))
+                           tile_word(m, tile))
         smem.async_read(m, readers, stage, record, f"tcgen05.mma of {m.agents[a].name}")
         record["events"].append({"kind": "mma_done", "op": name, "stage": stage_name,
-                                 "tile": smem.tile_index(tile)})
+                                 "tile": tile_index(tile)})
         return
     name = m.barrier_names[b]
     record["op"] = "tcgen05.commit (arrives)"
@@ -95,20 +108,13 @@ def _wait_ld(m, a, r, args, record) -> None:
     r[TC_PENDING] = 0
 
 
-def _st_global(m, a, r, args, record) -> None:
-    (tensor,) = args
-    tile = tensor(r)
-    record["operands"] = {"tile": smem.tile_index(tile)}
-    if r[TC_PENDING]:
-        name = m.agents[a].name
-        record["diagnostics"].append(Diagnostic.make(
-            "tcgen05_ld_race", m.step_no,
-            f"{name} used the registers of tcgen05.ld before tcgen05.wait::ld: they may not "
-            "hold the accumulator yet.", agents=[name]))
-
-
-HANDLERS = {"mma": _mma, "tc_commit": _commit, "tc_fence": _fence, "tc_ld": _ld,
-            "tc_wait_ld": _wait_ld, "st_global": _st_global}
+def _snapshot(m) -> dict:
+    return {"tensor_core": [
+        {"op": f"mma:k{tile_index(tile)}" if kind == MMA else "commit", "kind": kind,
+         "stage": m.stage_names[stage] if kind == MMA else None,
+         "tile": tile_index(tile),
+         "barrier": m.barrier_names[b] if kind != MMA else None}
+        for kind, stage, tile, b, *_ in m.tensor_core]}
 
 
 # ------------------------------------------------------------------- the instruction table
@@ -118,8 +124,6 @@ def _isa_forms() -> tuple:
     PTX 9.1 section 9.7.16 (tcgen05). The language reads its own operand forms (the stage and
     the tile an MMA reads, not descriptors); shapes, kinds and packing change no value the
     engine tracks."""
-    from .isa import Form, Gap, Slot
-
     pairs = "CTA pairs (`.cta_group::2`) are not modelled yet"
     group = Slot("cta_group", ("cta_group::1", "cta_group::2"), modelled=("cta_group::1",),
                  default="cta_group::1", required=True, may_omit=True, note=pairs)
@@ -193,5 +197,9 @@ def _isa_forms() -> tuple:
     )
 
 
-FORMS = _isa_forms()
-"""This family's rows of the instruction table (app/sim/isa.py)."""
+FAMILY = Family(
+    "tensor core (app/sim/families/tensor_core.py)", 40,
+    {"mma": _mma, "tc_commit": _commit, "tc_fence": _fence, "tc_ld": _ld,
+     "tc_wait_ld": _wait_ld},
+    arrives=("tc_commit",), snapshot=_snapshot, forms=_isa_forms())
+"""The tensor core's move (`retire`) is a built-in mover of the machine (`tensor_core`)."""

@@ -3,43 +3,35 @@ proxy wrote it (the async proxy for TMA loads; the generic proxy for `st.shared`
 `fence.proxy.async.shared::cta`). Reads by threads (`ld.shared`) and by the tensor core are
 classified against the tile the reader expects (`partial_read`, `stale_read`); a bulk store that
 reads chunks written by threads with no proxy fence is `proxy_fence_missing`.
-
-A tile is a global tensor element; its id is `tensor * TILE_SPAN + index`, shown as `tile 3` for
-the first tensor and `name[3]` for others.
 """
 
 from __future__ import annotations
 
-from . import ordering
-from .detectors import Diagnostic
-
-NO_TILE = -1
-TILE_SPAN = 1 << 21
-W_NONE, W_ASYNC, W_GENERIC, W_GENERIC_FENCED = 0, 1, 2, 3
-WRITER_NAMES = {W_NONE: None, W_ASYNC: "async", W_GENERIC: "generic", W_GENERIC_FENCED: "generic"}
-
-
-SHIFT_SPAN = 1 << 40
-SHIFT_ZERO = 1 << 20
-"""A chunk holds a tile's bytes at the chunk's own position in the stage (what `ld.shared`
-expects), or bytes of the tile from another position: a copy whose global offset differs
-from its shared-memory offset, or a write through another view of the same bytes
-(`smem ... at`). Such content is `shifted(tile, delta)`: the tile id plus (delta / 16 +
-SHIFT_ZERO) * SHIFT_SPAN, where delta = tile byte - stage byte; it equals no tile id."""
-
-
-def shifted(tile: int, delta: int) -> int:
-    if delta == 0 or tile == NO_TILE:
-        return tile
-    return tile + (delta // 16 + SHIFT_ZERO) * SHIFT_SPAN
-
-
-def unshift(content: int) -> tuple[int, int]:
-    """(tile id, delta in bytes) of a chunk's content."""
-    if content < SHIFT_SPAN:
-        return content, 0
-    units, tile = divmod(content, SHIFT_SPAN)
-    return tile, (units - SHIFT_ZERO) * 16
+from .. import ordering
+from ..core import (
+    FLAG_PROXY,
+    NO_TILE,
+    OP_AGENT,
+    OP_DIR,
+    OP_FLAGGED,
+    OP_NEXT,
+    OP_STAGE,
+    OP_TILE,
+    STORE,
+    W_GENERIC,
+    W_GENERIC_FENCED,
+    WRITER_NAMES,
+    remote_access,
+    shifted,
+    take,
+    tile_index,
+    tile_word,
+    unshift,
+)
+from ..detectors import Diagnostic
+from ..family import Family
+from ..isa import Form, Gap, Slot
+from ..program import TC_PENDING
 
 
 def alias_map(program) -> tuple:
@@ -90,22 +82,6 @@ def alias_write(m, stage: int, c: int, who: list[str], record: dict) -> None:
         m.stage_bars[s2] = 0
 
 
-def tile_index(tile: int) -> int | None:
-    return None if tile == NO_TILE else tile % TILE_SPAN
-
-
-def tile_tag(m, tile: int) -> str:
-    t, k = divmod(tile, TILE_SPAN)
-    return f"t{k}" if t == 0 else f"{m.tensor_names[t]}{k}"
-
-
-def tile_word(m, tile: int) -> str:
-    tile, delta = unshift(tile)
-    t, k = divmod(tile, TILE_SPAN)
-    word = f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
-    return f"{word} {delta:+} bytes off its place" if delta else word
-
-
 def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> bool:
     """`partial_read` / `stale_read`; True when every chunk holds the wanted tile."""
     chunks = m.chunks[stage]
@@ -137,8 +113,6 @@ def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader
 
 
 def _ld_shared(m, a, r, args, record) -> None:
-    from .sync import take
-
     dest, stage_fn, tile_fn = args
     stage, tile = stage_fn(r), tile_fn(r)
     name = m.agents[a].name
@@ -154,8 +128,6 @@ def _ld_shared(m, a, r, args, record) -> None:
 
 def _remote(m, a: int, stage: int, what: str) -> None:
     """`ld.shared::cluster` / `st.shared::cluster` through `mapa` into a CTA that has exited."""
-    from .sync import remote_access
-
     remote_access(m, m.agent_cta[a], m.program.stages[stage].cta,
                   f"{what} {m.stage_names[stage]}")
 
@@ -215,8 +187,6 @@ def async_read(m, agents: list[str], stage: int, record: dict, reader: str) -> N
 
 def store_read(m, op: list, name: str, record: dict) -> None:
     """A bulk store reads one chunk of its stage (the async proxy)."""
-    from .copies import FLAG_PROXY, OP_AGENT, OP_FLAGGED, OP_NEXT, OP_STAGE, OP_TILE
-
     stage, c = op[OP_STAGE], op[OP_NEXT]
     stage_name = m.stage_names[stage]
     record["op"] = "cp.async.bulk (chunk stored)"
@@ -234,8 +204,6 @@ def store_read(m, op: list, name: str, record: dict) -> None:
 
 
 def _ld_global(m, a, r, args, record) -> None:
-    from .copies import OP_DIR, OP_TILE, STORE
-
     dest, tensor_fn = args
     tile = tensor_fn(r)
     record["operands"] = {"tile": tile_index(tile)}
@@ -248,8 +216,32 @@ def _ld_global(m, a, r, args, record) -> None:
             "read shared memory; plain `wait_group` waits for the writes.", agents=[name]))
 
 
-HANDLERS = {"ld_shared": _ld_shared, "st_shared": _st_shared, "proxy_fence": _proxy_fence,
-            "ld_global": _ld_global}
+def _st_global(m, a, r, args, record) -> None:
+    """`st.global` of registers: those of a `tcgen05.ld` are not there before its
+    `tcgen05.wait::ld` (PTX 9.7.16.8.5), so using them earlier is a `tcgen05_ld_race`."""
+    (tensor,) = args
+    tile = tensor(r)
+    record["operands"] = {"tile": tile_index(tile)}
+    if r[TC_PENDING]:
+        name = m.agents[a].name
+        record["diagnostics"].append(Diagnostic.make(
+            "tcgen05_ld_race", m.step_no,
+            f"{name} used the registers of tcgen05.ld before tcgen05.wait::ld: they may not "
+            "hold the accumulator yet.", agents=[name]))
+
+
+def _snapshot(m) -> dict:
+    return {"stages": [
+        {"name": m.stage_names[s], "tile": tile_index(m.stage_tile[s]),
+         "chunks": [{"tile": tile_index(t), "proxy": WRITER_NAMES[w],
+                     "fenced": w == W_GENERIC_FENCED, **_shift(t)} for t, w in m.chunks[s]]}
+        for s in range(m.n_stages)]}
+
+
+def _shift(content: int) -> dict:
+    """A chunk holding its tile's bytes from another position: how far (docs/engine.md)."""
+    delta = unshift(content)[1]
+    return {"shifted": delta} if delta else {}
 
 
 # ------------------------------------------------------------------- the instruction table
@@ -257,8 +249,6 @@ HANDLERS = {"ld_shared": _ld_shared, "st_shared": _st_shared, "proxy_fence": _pr
 def _isa_forms() -> tuple:
     """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
     PTX 9.1 sections 9.7.9.8 (`ld`), 9.7.9.11 (`st`) and 9.7.13.4 (`fence.proxy.async`)."""
-    from .isa import Form, Gap, Slot
-
     types = ("b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32",
              "s64", "f32", "f64")
     kind = Slot("type", types, required=True, may_omit=True,
@@ -324,15 +314,14 @@ def _isa_forms() -> tuple:
         Gap("st.bulk", "9.7.9.13", "`st.bulk` is not modelled yet"),
         Gap("fence", "9.7.13.4", "thread fences (`fence.sc`, `fence.acq_rel`, ...) are not "
                                  "modelled yet", "the engine models `fence.proxy.async`"),
-        Gap("fence.mbarrier_init", "9.7.13.4", "`fence.mbarrier_init` is not modelled yet",
-            "declare the barrier with its count (`barrier bar = 1;`): it is initialized before "
-            "any agent moves"),
         Gap("fence.proxy", "9.7.13.4", "this proxy fence is not modelled yet",
             "the engine models `fence.proxy.async` (bi-directional, generic and async proxy)"),
         Gap("membar", "9.7.13.4", "`membar` is not modelled yet"),
     )
 
 
-FORMS = _isa_forms()
-"""This family's rows of the instruction table (app/sim/isa.py). `st.global`'s handler lives in
-tensor_core.py (it checks the registers of `tcgen05.ld`)."""
+FAMILY = Family(
+    "shared memory and proxies (app/sim/families/smem.py)", 30,
+    {"ld_shared": _ld_shared, "st_shared": _st_shared, "proxy_fence": _proxy_fence,
+     "ld_global": _ld_global, "st_global": _st_global}, snapshot=_snapshot,
+    forms=_isa_forms())

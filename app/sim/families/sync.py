@@ -1,6 +1,6 @@
 """Barrier lines of a pipeline program: `mbarrier.init`, `arrive` (and `.expect_tx`,
 `arrive_drop`), `expect_tx`, `complete_tx`, `try_wait`/`test_wait` (`.parity` or a state token),
-`inval`, and register updates; with the detectors that watch them.
+and `inval`; with the detectors that watch them and what a deadlock report says of a wait.
 
 Follows the PTX ISA's mbarrier section and docs/semantics.md. Beside the barrier itself the machine
 keeps, per barrier, whether some wait has observed the current phase (`reuse_before_wait`), the
@@ -11,130 +11,34 @@ ground truth of which completion a wait needs (`stale_wait`), which the parity o
 
 from __future__ import annotations
 
-from . import ordering
-from .barrier import COUNT_LIMIT, TX_LIMIT, UndefinedBehavior
-from .detectors import Diagnostic
-from .program import SINK, TC_FENCED, ProgramError
+from .. import ordering
+from ..barrier import COUNT_LIMIT, TX_LIMIT, UndefinedBehavior
+from ..core import (
+    ANNOUNCED,
+    FLAGGED,
+    ISSUED,
+    LOAD,
+    OP_BAR,
+    OP_DIR,
+    OWN_INITS,
+    PC,
+    arrival,
+    barrier_op,
+    init_known,
+    operand_range,
+    release,
+    remote_access,
+    take,
+    tx_check,
+)
+from ..detectors import Diagnostic
+from ..family import Family
+from ..isa import Form, Gap, Slot
+from ..program import SINK, TC_FENCED, WAIT_BLOCKS, ProgramError
 
-PC = 0
-
-REGISTER_LIMIT = 2**62
-ANNOUNCED, ISSUED, FLAGGED = 0, 1, 2
 TOKEN_SHIFT = 32
 """A state token names its barrier and its phase: `(barrier + 1) << 32 | phase` (PTX calls the
 token opaque; a wait on another barrier is `token_mismatch`)."""
-
-
-def checked(value: int) -> int:
-    if -REGISTER_LIMIT <= value <= REGISTER_LIMIT:
-        return value
-    raise ProgramError("overflow", f"a register value left ±2^62 ({str(value)[:30]}...)")
-
-
-def _range(value: int, low: int, high: int, what: str) -> int:
-    if low <= value <= high:
-        return value
-    raise ProgramError("operand_range", f"{what} must be in {low}..{high}; got {value}")
-
-
-def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
-    """Run one barrier operation, recording it and the phase completion it may cause."""
-    barrier = m.barriers[b]
-    name = m.barrier_names[b]
-    done = getattr(barrier, kind)(value)
-    events = record["events"]
-    events.append({"kind": kind, "barrier": name,
-                   ("count" if kind in ("init", "arrive", "arrive_drop") else "bytes"): value})
-    if kind == "init":
-        m.observed[b] = 1
-        m.tx_ledger[b] = [0, 0, 0]
-        ordering.reset(m, b)
-    if done:
-        events.append({"kind": "phase_completed", "barrier": name, "phase": barrier.phase,
-                       "parity": barrier.phase & 1})
-        m.observed[b] = 0
-        m.tx_ledger[b] = [0, 0, 0]
-        bit = 1 << b
-        pending, completed = m.acc_cover
-        m.acc_cover = [pending & ~bit, (completed & ~bit) | (pending & bit)]
-        ordering.complete(m, b)
-    return done
-
-
-def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> None:
-    """Checks every arrive makes (threads, or the tensor core for a commit) before it lands.
-
-    `reuse_before_wait` as PTX 9.7.13.15.4 writes it, for every arrive-on, local or remote:
-    some wait must return true for phase k before any arrive-on in phase k+1. A remote arrive
-    into a CTA that has exited is `remote_after_exit`."""
-    barrier = m.barriers[b]
-    if cta is not None and m.clustered:
-        remote_access(m, cta, m.barrier_cta[b], f"arrived on {m.barrier_names[b]}")
-    if not m.observed[b] and barrier.valid and barrier.phase > 0:
-        m.observed[b] = 1
-        name = m.barrier_names[b]
-        record["diagnostics"].append(Diagnostic.make(
-            "reuse_before_wait", m.step_no,
-            f"{a_name} arrived on {name} in its phase {barrier.phase} before any wait observed "
-            f"that phase {barrier.phase - 1} had completed: the next use of a barrier must "
-            "start after a wait saw the last one finish (PTX 9.7.13.15.4).", agents=[a_name],
-            barrier=name))
-
-
-def remote_access(m, from_cta: int, to_cta: int, what: str) -> None:
-    """`remote_after_exit` stops the run: a CTA reached into a peer whose agents have all
-    finished, whose shared memory is gone (CUDA: distributed-shared-memory accesses must
-    complete before the target block exits). What follows is not defined, and the H200 shows
-    it: the access is lost, or the next fence of the CTA that made it never returns (probe
-    rows `remote_after_exit`, traces/probes.json)."""
-    if from_cta == to_cta or not m.cta_exited(to_cta):
-        return
-    raise UndefinedBehavior("remote_after_exit", f"{what} in CTA {to_cta}, which has "
-                            "exited (all its agents are done): its shared memory is gone; a "
-                            "CTA must not exit while peers still access it (CUTLASS's "
-                            "producer_tail waits for them)")
-
-
-def release(m, a: int, b: int) -> None:
-    """An arrive on a stage's release barrier: agent `a` is done with the tiles of every stage
-    that barrier releases."""
-    for stage in m.release_stages.get(b, ()):
-        discharge(m, stage, 1 << a)
-
-
-def take(m, a: int, stage: int, tile: int) -> None:
-    """Agent `a` holds `tile` of `stage` until it arrives on the stage's release barrier: a tile
-    is owed by the agents that waited for it or read it, not by every agent whose code names
-    the array (consumers that split a ring, a consumer that left with `arrive_drop`)."""
-    if m.releasable[stage] and tile >= 0:
-        key = (stage, tile)
-        m.owed[key] = m.owed.get(key, 0) | 1 << a
-
-
-def discharge(m, stage: int, bits: int) -> None:
-    owed = m.owed
-    for key in [k for k in owed if k[0] == stage]:
-        left = owed[key] & ~bits
-        if left:
-            owed[key] = left
-        else:
-            del owed[key]
-
-
-def tx_check(m, b: int, record: dict) -> None:
-    """`tx_mismatch`: all arrivals of the phase are in and its copies bring more bytes than it
-    announced (the short side; the long side is known at the deadlock, see detectors.py)."""
-    ledger = m.tx_ledger[b]
-    if ledger[FLAGGED] or m.barriers[b].pending_arrivals or ledger[ISSUED] <= ledger[ANNOUNCED]:
-        return
-    ledger[FLAGGED] = 1
-    name = m.barrier_names[b]
-    record["diagnostics"].append(Diagnostic.make(
-        "tx_mismatch", m.step_no,
-        f"{name}'s phase announced {ledger[ANNOUNCED]} bytes but its copies bring "
-        f"{ledger[ISSUED]}: the phase can complete before the tile has landed, or the count "
-        "can step over zero and never complete.", agents=[record["agent"] or "tma"],
-        barrier=name))
 
 
 # ------------------------------------------------------------------------------------ lines
@@ -142,9 +46,15 @@ def tx_check(m, b: int, record: dict) -> None:
 def _init(m, a, r, args, record) -> None:
     bar, count = args
     b = bar(r)
-    n = _range(count(r), 1, COUNT_LIMIT, "the arrival count")
+    n = operand_range(count(r), 1, COUNT_LIMIT, "the arrival count")
     record["operands"] = {"barrier": m.barrier_names[b], "count": n}
     barrier_op(m, record, b, "init", n)
+    bit = ordering.init_bit(m, b)
+    ordering.forget(m, bit)
+    m.know[a] |= bit
+    own = m.hidden.get(OWN_INITS)
+    if own is not None:
+        r[own] |= bit
 
 
 def _token(m, r, dest: int, b: int) -> None:
@@ -168,11 +78,12 @@ def token_phase(m, r, token: int, b: int) -> int:
 def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
     dest, bar, count = args
     b = bar(r)
-    n = 1 if count is None else _range(count(r), 1, COUNT_LIMIT, "the count")
+    n = 1 if count is None else operand_range(count(r), 1, COUNT_LIMIT, "the count")
     name = m.barrier_names[b]
     record["operands"] = {"barrier": name, "count": n}
     barrier = m.barriers[b]
     barrier._require_valid(f"mbarrier.{kind}")
+    init_known(m, a, b, record, "arrived on")
     arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
     _token(m, r, dest, b)
     release(m, a, b)
@@ -194,11 +105,12 @@ def _arrive_drop(m, a, r, args, record) -> None:
 def _arrive_expect_tx(m, a, r, args, record) -> None:
     dest, bar, nbytes = args
     b = bar(r)
-    n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
+    n = operand_range(nbytes(r), 0, TX_LIMIT, "the byte count")
     name = m.barrier_names[b]
     record["operands"] = {"barrier": name, "bytes": n}
     barrier = m.barriers[b]
     barrier._require_valid("mbarrier.arrive.expect_tx")
+    init_known(m, a, b, record, "arrived on")
     if barrier.pending_arrivals < 1:
         raise UndefinedBehavior("over_arrival", f"mbarrier.arrive.expect_tx on {name} with no "
                                                 "arrivals pending (a second arrive in one phase)")
@@ -218,9 +130,10 @@ def _arrive_expect_tx(m, a, r, args, record) -> None:
 def _expect_tx(m, a, r, args, record) -> None:
     bar, nbytes = args
     b = bar(r)
-    n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
+    n = operand_range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.expect_tx")
+    init_known(m, a, b, record, "announced bytes on")
     if m.clustered:
         remote_access(m, m.agent_cta[a], m.barrier_cta[b],
                       f"announced bytes on {m.barrier_names[b]}")
@@ -233,9 +146,10 @@ def _expect_tx(m, a, r, args, record) -> None:
 def _complete_tx(m, a, r, args, record) -> None:
     bar, nbytes = args
     b = bar(r)
-    n = _range(nbytes(r), 0, TX_LIMIT, "the byte count")
+    n = operand_range(nbytes(r), 0, TX_LIMIT, "the byte count")
     record["operands"] = {"barrier": m.barrier_names[b], "bytes": n}
     m.barriers[b]._require_valid("mbarrier.complete_tx")
+    init_known(m, a, b, record, "completed bytes on")
     if m.clustered:
         remote_access(m, m.agent_cta[a], m.barrier_cta[b],
                       f"completed bytes on {m.barrier_names[b]}")
@@ -264,7 +178,7 @@ def _parity(value: int) -> int:
 
 
 def _wait_parity(m, a, r, args, record) -> None:
-    dest, bar, parity_fn, blocking = args
+    dest, bar, parity_fn, blocking, _hint = args
     b = bar(r)
     parity = _parity(parity_fn(r))
     name = m.barrier_names[b]
@@ -272,6 +186,7 @@ def _wait_parity(m, a, r, args, record) -> None:
     needed = phases_needed(m, a, b, parity)
     record["operands"] = {"barrier": name, "parity": parity, "phases_needed": needed}
     ok = barrier.try_wait_parity(parity)
+    init_known(m, a, b, record, "waited on")
     if dest != SINK:
         r[dest] = int(ok)
     if not ok:
@@ -333,11 +248,12 @@ def _returned(m, a, r, b, record, event, parity, needed, token: bool = False) ->
 
 
 def _wait_token(m, a, r, args, record) -> None:
-    dest, bar, token, blocking = args
+    dest, bar, token, blocking, _hint = args
     b = bar(r)
     name = m.barrier_names[b]
     barrier = m.barriers[b]
     barrier._require_valid("mbarrier.test_wait")
+    init_known(m, a, b, record, "waited on")
     arrived_in = token_phase(m, r, token, b)
     if barrier.phase - arrived_in >= 2:
         raise UndefinedBehavior("stale_token", f"the state token of phase {arrived_in} is "
@@ -362,36 +278,17 @@ def _inval(m, a, r, args, record) -> None:
     record["events"].append({"kind": "inval", "barrier": m.barrier_names[b]})
 
 
-def _assign(m, a, r, args, record) -> None:
-    (updates,) = args
-    names = m.agents[a].registers
-    touched = []
-    for reg, fn in updates:
-        r[reg] = checked(fn(r))
-        if reg not in touched:
-            touched.append(reg)
-    touched.sort()
-    base = names[touched[0] - 1].split(".")[0]
-    value = {}
-    for reg in touched:
-        name = names[reg - 1]
-        value[name[len(base) + 1:] if name.startswith(base + ".") else name] = r[reg]
-    record["operands"] = {names[reg - 1]: r[reg] for reg in touched}
-    record["events"].append({"kind": "register", "agent": m.agents[a].name, "name": base,
-                             "value": value})
-
-
 HANDLERS = {
     "init": _init, "arrive": _arrive, "arrive_drop": _arrive_drop,
     "arrive_expect_tx": _arrive_expect_tx, "expect_tx": _expect_tx,
     "complete_tx": _complete_tx, "wait_parity": _wait_parity, "wait_token": _wait_token,
-    "inval": _inval, "assign": _assign,
+    "inval": _inval,
 }
 
 
 def _parity_ready(m, a, r, args) -> bool:
-    dest, bar, parity_fn, blocking = args
-    if not blocking:
+    dest, bar, parity_fn, blocking, _hint = args
+    if blocking != WAIT_BLOCKS:
         return True
     barrier = m.barriers[bar(r)]
     return not barrier.valid or (barrier.phase & 1) != parity_fn(r)
@@ -400,8 +297,8 @@ def _parity_ready(m, a, r, args) -> bool:
 def _token_ready(m, a, r, args) -> bool:
     """Blocked until the token's phase completes; a wait that is undefined behaviour (an
     invalid barrier, a stale token, another barrier's token) can move, and stops the run."""
-    dest, bar, token, blocking = args
-    if not blocking:
+    dest, bar, token, blocking, _hint = args
+    if blocking != WAIT_BLOCKS:
         return True
     b = bar(r)
     barrier = m.barriers[b]
@@ -416,14 +313,14 @@ BLOCKERS = {"wait_parity": _parity_ready, "wait_token": _token_ready}
 
 
 def _waiting_parity(m, a, r, args) -> dict:
-    dest, bar, parity_fn, blocking = args
+    dest, bar, parity_fn, blocking, _hint = args
     b = bar(r)
     parity = parity_fn(r)
     return _wait_view(m.barrier_names[b], parity, phases_needed(m, a, b, parity & 1))
 
 
 def _waiting_token(m, a, r, args) -> dict:
-    dest, bar, token, blocking = args
+    dest, bar, token, blocking, _hint = args
     b = bar(r)
     phase = r[token] & ((1 << TOKEN_SHIFT) - 1)
     return _wait_view(m.barrier_names[b], phase & 1, phase + 1)
@@ -439,13 +336,71 @@ def _wait_view(barrier: str, parity: int, needed: int) -> dict:
 WAITING = {"wait_parity": _waiting_parity, "wait_token": _waiting_token}
 
 
+def _explain(m, a, waiting) -> str:
+    """Why a wait can never return: the barrier's state, a stale parity that now names the
+    current phase, or nothing left in the program that arrives on it."""
+    b = m.barrier_names.index(waiting["barrier"])
+    barrier = m.barriers[b]
+    tx = barrier.tx_count
+    bytes_text = (f"{tx} bytes pending" if tx >= 0
+                  else f"{-tx} bytes landed beyond what was announced")
+    why = (f"its parity is {barrier.phase & 1}, {barrier.pending_arrivals} arrivals "
+           f"pending and {bytes_text}")
+    needed = waiting.get("phases_needed")
+    if needed is not None and barrier.phase >= needed:
+        why += (f"; the completion it needs already happened ({barrier.phase} phases "
+                f"completed, {needed} needed), so parity {waiting['parity']} now names "
+                "the current, unfinished phase")
+    elif not _can_arrive(m, b):
+        why += "; nothing left in the program will arrive on it"
+    return f"waits on {waiting['barrier']} parity {waiting['parity']} ({why})"
+
+
+def _can_arrive(m, b: int) -> bool:
+    """Whether any unfinished agent's program has a line that may arrive on barrier `b`'s
+    array (a coarse, static answer for the deadlock message)."""
+    array = m.program.barriers[b].array
+    kinds = m.arriving_kinds
+    for a in range(m.n_agents):
+        if m.current_line(a) is None:
+            continue
+        for node in m.code[a].nodes:
+            if getattr(node, "kind", None) in kinds and any(
+                    getattr(arg, "array", None) == array for arg in node.args):
+                return True
+    return any(entry[3] == b for entry in m.tensor_core)
+
+
+def _deadlock(m) -> list:
+    """The long side of `tx_mismatch`, known only when nothing can move: a barrier waits for
+    bytes that nothing in flight will bring."""
+    out = []
+    for b, barrier in enumerate(m.barriers):
+        ledger = m.tx_ledger[b]
+        in_flight = any(op[OP_DIR] == LOAD and op[OP_BAR] == b for op in m.tma)
+        if (barrier.valid and not ledger[FLAGGED] and ledger[ANNOUNCED] > ledger[ISSUED]
+                and barrier.pending_arrivals == 0 and barrier.tx_count > 0 and not in_flight):
+            name = m.barrier_names[b]
+            out.append(Diagnostic.make(
+                "tx_mismatch", m.step_no,
+                f"{name}'s phase announced {ledger[ANNOUNCED]} bytes but its copies (and "
+                f"complete_tx lines) brought {ledger[ISSUED]}: {barrier.tx_count} bytes can "
+                "never arrive.",
+                agents=["tma"], barrier=name))
+    return out
+
+
+def _snapshot(m) -> dict:
+    return {"barriers": [{"name": name, **b.as_dict(), "tx_held": m.held[i]}
+                         for i, (name, b) in enumerate(zip(m.barrier_names, m.barriers,
+                                                           strict=True))]}
+
+
 # ------------------------------------------------------------------- the instruction table
 
 def _isa_forms() -> tuple:
     """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
     PTX 9.1 section 9.7.13.15 (mbarrier)."""
-    from .isa import Form, Gap, Slot
-
     b64 = Slot("type", ("b64",), default="b64", required=True, may_omit=True)
     own = Slot("space", ("shared", "shared::cta"),
                note="left out: generic addressing of the barrier in the executing CTA")
@@ -513,12 +468,15 @@ def _isa_forms() -> tuple:
              "{waitComplete,} [barrier], phaseParity", "9.7.13.15.16",
              "never blocks; `waitComplete` = 1 if the phase with that parity completed",
              wait_slots, together=pair, refuse=no_cluster, remote=local),
-        Form("mbarrier.try_wait", "wait_token", "{waitComplete,} [barrier], state",
-             "9.7.13.15.16", "blocks until the phase of the state token completes",
+        Form("mbarrier.try_wait", "wait_token",
+             "{waitComplete,} [barrier], state {, suspendTimeHint}", "9.7.13.15.16",
+             "blocks until the phase of the state token completes; where the program branches "
+             "on `waitComplete`, it may also return false before (PTX's time limit)",
              wait_slots, together=pair, refuse=try_refuse, remote=local),
         Form("mbarrier.try_wait.parity", "wait_parity",
-             "{waitComplete,} [barrier], phaseParity", "9.7.13.15.16",
-             "blocks until the barrier's parity differs from `phaseParity`",
+             "{waitComplete,} [barrier], phaseParity {, suspendTimeHint}", "9.7.13.15.16",
+             "blocks until the barrier's parity differs from `phaseParity`; where the program "
+             "branches on `waitComplete`, it may also return false before (PTX's time limit)",
              wait_slots, together=pair, refuse=try_refuse, remote=local),
         Gap("mbarrier.arrive_drop.expect_tx", "9.7.13.15.14",
             "`mbarrier.arrive_drop.expect_tx` is not modelled yet",
@@ -529,5 +487,8 @@ def _isa_forms() -> tuple:
     )
 
 
-FORMS = _isa_forms()
-"""This family's rows of the instruction table (app/sim/isa.py)."""
+FAMILY = Family(
+    "mbarrier (app/sim/families/sync.py)", 10, HANDLERS, BLOCKERS, WAITING,
+    explain={"wait_parity": _explain, "wait_token": _explain},
+    arrives=("arrive", "arrive_drop", "arrive_expect_tx"), deadlock=_deadlock,
+    snapshot=_snapshot, forms=_isa_forms())

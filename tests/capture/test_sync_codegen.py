@@ -1,0 +1,105 @@
+"""Hopper codegen of the synchronization instructions (named barriers, elect.sync,
+bar.warp.sync, the cluster barrier and fence.mbarrier_init, try_wait with its suspend-time
+hint): each line is spelled as the program writes it, the kernel is never safer than its
+program, what the generator cannot place is refused, and the sources compile with nvcc."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.capture.codegen import CodegenError, generate
+from app.scenarios import from_source
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "sim" / "programs"
+TRY_THEN_WAIT = """
+barrier full = 1;
+agent producer { mbarrier.arrive.shared::cta.b64 _, [full]; }
+agent consumer {
+    int ok = 0;
+    mbarrier.try_wait.parity.shared::cta.b64 ok, [full], 0, 1000;
+    if (!ok) { mbarrier.try_wait.parity.shared::cta.b64 _, [full], 0; }
+}
+"""
+ELECT = """
+agent p {
+    int d = 0;
+    int e = 0;
+    elect.sync d|e, 0xffffffff;
+    __syncwarp();
+    if (e + d) { bar.arrive 2, 64; }
+}
+agent q { bar.sync 2, 64; }
+"""
+
+
+def kernel(text: str, bugs=()) -> str:
+    cfg = from_source(text).resolve({}, list(bugs))
+    return generate(cfg.program, "test", dict(cfg.params), bugs)
+
+
+def test_named_barriers_are_spelled_as_written_and_the_kernel_ends_on_barrier_15():
+    text = kernel((PROGRAMS / "named_barrier.pipe").read_text())
+    assert 'asm volatile("bar.arrive %0, %1;"' in text
+    assert 'asm volatile("bar.sync %0, %1;"' in text
+    assert 'asm volatile("barrier.sync 15;" ::: "memory");' in text
+    assert "__syncthreads();\n}" not in text
+
+
+def test_elect_gives_every_lane_the_elected_lanes_answer():
+    text = kernel(ELECT)
+    assert "elect.sync %0|P, 0xffffffff;" in text
+    assert "__shfl_sync(FULL_MASK, p, 0)" in text
+    assert 'asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");' in text
+
+
+def test_a_program_that_fences_its_own_inits_gets_no_fence_from_the_kernel():
+    source = (PROGRAMS / "cluster_init.pipe").read_text()
+    fenced = kernel(source)
+    assert 'asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");' in fenced
+    assert 'asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");' in fenced
+    bare = kernel(source, ["no_init_fence"])
+    kernel_start = bare.index("// " + "-" * 66 + " the kernel")
+    body = bare[bare.index("__device__ __noinline__ void agent_0"):kernel_start]
+    assert 'asm volatile("fence.mbarrier_init' not in body
+    assert "mbar_init_fence();" not in body
+
+
+def test_a_try_wait_that_may_fail_is_one_try_with_its_hint():
+    text = kernel(TRY_THEN_WAIT)
+    assert "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;" in text
+    assert text.count("bounded_wait_parity(b") == 1  # only the blocking one loops
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("agent p lanes 2 { bar.sync 1, 64; }\n", "an agent of `lanes 2` is not one warp"),
+    ("agent p warps 4 { bar.sync 1, 128; }\n", "an agent of `warps 4` is not one warp"),
+    ("agent p { bar.sync 1; }\n", "without a thread count"),
+    ("agent p { bar.sync 15, 32; }\n", "the kernel ends on barrier 15"),
+])
+def test_what_the_generator_cannot_place_is_refused(text, message):
+    with pytest.raises(CodegenError, match=message.replace("`", ".")):
+        kernel(text)
+
+
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (no GPU needed)")
+@pytest.mark.parametrize("name", ["named_barrier", "cluster_init", "try_then_wait", "elect"])
+def test_the_kernels_compile_with_nvcc_for_sm_90a(tmp_path, name):
+    texts = {"try_then_wait": TRY_THEN_WAIT, "elect": ELECT}
+    text = texts.get(name) or (PROGRAMS / f"{name}.pipe").read_text()
+    src = tmp_path / f"{name}.cu"
+    src.write_text(kernel(text))
+    proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "-cubin", "-o",
+                           str(tmp_path / f"{name}.cubin"), str(src)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # remote arrives declare an unused token (a warning the shipped cluster kernels have too)
+    warnings = [w for w in proc.stderr.splitlines() if "warning" in w.lower()
+                and '"token"' not in w and not w.startswith("Remark")]
+    assert warnings == [], proc.stderr[-3000:]
