@@ -732,3 +732,16 @@ agent a {""").replace("ph[j] ^= 1; j = (j + 1) % stages;",
     assert (r.status, r.diagnostics) == ("done", [])
     assert [s["operands"]["parity"] for s in steps(r) if "try_wait" in s["op"]] == [
         0, 0, 0, 1, 1, 1, 0]
+
+
+def test_an_element_scoped_toggle_patches_every_lane_of_that_warp():
+    text = ("barrier b = 4;\nagent w[2] lanes 2 {\n    int ph[2] = {0, 0};\n"
+            "    mbarrier.arrive.shared::cta.b64 _, [b];\n"
+            "    mbarrier.try_wait.parity.shared::cta.b64 _, [b], ph[0];\n}\n"
+            'bug late "warp 1 waits for the wrong parity" {\n'
+            '    in w[1] replace "ph[0];" with "ph[0] ^ 1;";\n}\n')
+    assert run(text).status == "done"
+    r = run(text, bugs=["late"])
+    assert r.status == "deadlock"
+    waits = {s["agent"]: s["operands"]["parity"] for s in steps(r) if "try_wait" in s["op"]}
+    assert waits == {"w0.lane0": 0, "w0.lane1": 0}  # warp 1's lanes wait for parity 1 forever
