@@ -1,5 +1,5 @@
 # make run: create .venv, install, serve on http://127.0.0.1:8000
-# make test: install the test extras (and Debian's chromium where missing), run every test
+# make test: install the test extras (and Debian's chromium and spin where missing), run every test
 # make dist: build the sdist and the wheel into dist/ (the wheel carries static/, templates/, traces/)
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint bench load fuzz capture chromium install install-test dist clean
+.PHONY: run test lint bench load fuzz capture chromium spin install install-test dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test chromium
+install-test: $(VENV)/.installed-test chromium spin
 
 run: install
 	$(BIN)/mbarrier-inspector serve --host $(HOST) --port $(PORT)
@@ -33,6 +33,14 @@ chromium:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null \
 	  || { echo "could not install chromium"; exit 1; }; }
+
+# Debian's SPIN (and gcc, which builds pan) check the exported Promela models
+# (tests/check/test_promela.py, bench/check.py).
+spin:
+	@{ command -v spin >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1; } || { \
+	  echo "installing Debian's spin and gcc for the Promela tests"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q spin gcc) >/dev/null \
+	  || { echo "could not install spin"; exit 1; }; }
 
 lint: install-test
 	$(BIN)/ruff check .
@@ -51,7 +59,7 @@ bench: install-test
 	$(BIN)/python bench/check.py
 	$(BIN)/python bench/serve.py
 
-# A class at once against 2 uvicorn workers for 2 minutes (bench/load.py prints the figures).
+# A class at once against 1 and then 2 uvicorn workers, 60 s each (bench/load.py prints the figures).
 load: install-test
 	$(BIN)/python bench/load.py
 

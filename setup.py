@@ -30,14 +30,17 @@ traces, trace_files = data_folder("app.traces", "traces", ["*.json"], recursive=
 kernels, kernel_files = data_folder("app.traces.raw", "traces/raw", ["*.cu"], recursive=False)
 """The kernels that ran (each replay page links its own), without the raw logs beside them."""
 
+docs, doc_files = data_folder("app.docs", "docs", ["language.md", "semantics.md"], recursive=False)
+"""The references /reference/language and /reference/semantics render (app/web/reference.py)."""
+
 code = find_namespace_packages(include=["app", "app.*"], exclude=["*__pycache__*"])
 """Namespace discovery, so that a data-only subfolder (app/lang/prelude/) ships its files too."""
 
 setup(
-    packages=[*code, *static, *templates, *traces, *kernels],
-    package_dir={**static, **templates, **traces, **kernels},
+    packages=[*code, *static, *templates, *traces, *kernels, *docs],
+    package_dir={**static, **templates, **traces, **kernels, **docs},
     package_data={
         **dict.fromkeys(code, ENGINE_DATA),
-        **static_files, **template_files, **trace_files, **kernel_files,
+        **static_files, **template_files, **trace_files, **kernel_files, **doc_files,
     },
 )

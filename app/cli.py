@@ -1,4 +1,4 @@
-"""`mbarrier-inspector serve | trace | check | validate | capture`: the command line, at the
+"""`mbarrier-inspector serve | trace | check | validate | capture | promela | trail`: the command
 engine's edge. Wherever a scenario is named, a pipeline file (`my_ring.pipe`) may stand instead."""
 
 from __future__ import annotations
@@ -88,11 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _subsystem_clis() -> list:
-    """The `check` and `capture` commands live beside their subsystems."""
+    """The `check`, `promela`, `trail` and `capture` commands live beside their subsystems."""
     from app.capture import cli as capture_cli
     from app.check import cli as check_cli
+    from app.check import promela_cli
 
-    return [check_cli, capture_cli]
+    return [check_cli, promela_cli, capture_cli]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

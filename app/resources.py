@@ -1,7 +1,8 @@
 """Where the browser UI, the templates and the shipped GPU traces are, installed or not.
 
 The wheel carries the top-level `static/`, `templates/` and `traces/` folders inside the package
-(`app/static`, ... mapped there at build time by setup.py), found with `importlib.resources`. An
+(`app/static`, ... mapped there at build time by setup.py; of `docs/`, the two references the
+app serves), found with `importlib.resources`. An
 editable install (`pip install -e .`, what `make run` and `make test` use) leaves them at the top of
 the checkout: setuptools cannot map a folder without `__init__.py` into a package in editable mode
 (pypa/setuptools#4943), so the checkout is read from the install's own metadata (PEP 610
@@ -20,7 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 DISTRIBUTION = "mbarrier-inspector"
-FOLDERS = ("static", "templates", "traces")
+FOLDERS = ("static", "templates", "traces", "docs")
 
 
 class MissingResources(RuntimeError):
@@ -63,7 +64,9 @@ def folder(name: str) -> Path:
     packaged = resources.files("app") / name
     if isinstance(packaged, Path) and packaged.is_dir():
         return packaged
-    for checkout in (editable_checkout(), checkout_here()):
+    # The checkout this module was imported from wins over the install's record of another one
+    # (a second worktree run with PYTHONPATH serves its own files, not the install's).
+    for checkout in (checkout_here(), editable_checkout()):
         if checkout is not None and (checkout / name).is_dir():
             return checkout / name
     raise MissingResources(

@@ -1,14 +1,19 @@
-"""A class at once, against a real uvicorn with 2 workers on loopback (stops by itself):
+"""A class at once against a real uvicorn on loopback, with one worker and then two (stops by
+itself; `make load`):
 
-- 200 WebSocket sessions, each on its own run, playing at 30 steps/s (in a process of their own);
+- 200 students, each on a run of its own, playing at 30 steps/s as the browser plays (issue 20,
+  item 6): windows of the session's trace with full snapshots (`GET /sessions/{id}/trace`), the
+  next asked for while 3 s (or 32 steps) of the one held remain, each frame drawn at its due
+  time or when its window arrives (in a process of their own; students press Play over 10 s);
 - 4 clients posting schedule checks in a loop (a documented 503 with Retry-After counts as an
-  answer); 1 client flooding `seek` as fast as it can; 20 clients that never read;
-- probes: `GET /api/v1/scenarios` and a `step` command's round trip, a few times a second.
+  answer) and 1 client flooding `seek` over a session socket as fast as it can (another process);
+- probes: `GET /api/v1/scenarios` and a WebSocket `step` command's round trip (a manual move).
 
-Prints `GET /api/v1/scenarios` p99 (target < 100 ms), the step round trip p99 (< 100 ms), lost or
-reordered played steps (0), and the servers' RSS growth over the second half (< 10%).
+Prints, per worker count, frames on time (drawn within 100 ms of their due time; target >= 99%
+with one worker), `GET /api/v1/scenarios` p99 (target < 100 ms) and the step round trip p99
+(target < 100 ms), beside the targets.
 
-    .venv/bin/python bench/load.py [--seconds 120] [--sessions 200] [--speed 30]
+    .venv/bin/python bench/load.py [--seconds 60] [--sessions 200] [--speed 30] [--workers 1,2]
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -48,13 +53,15 @@ def rss_of_group(pgid: int) -> int:
     return total
 
 
-async def create(client: httpx.AsyncClient, base: str, seed: int) -> str:
+async def create(client: httpx.AsyncClient, base: str, seed: int) -> tuple[str, int]:
+    """A session on a run of its own (a random schedule of its own seed): (id, total steps)."""
     for _ in range(50):
         response = await client.post(f"{base}/api/v1/sessions", json={
             "scenario": "double_buffer_tma", "params": {"tiles": 300}, "schedule": "random",
             "seed": seed}, timeout=60)
         if response.status_code == 201:
-            return response.json()["id"]
+            body = response.json()
+            return body["id"], body["total_steps"]
         await asyncio.sleep(float(response.headers.get("retry-after", "1")))
     raise RuntimeError(f"could not create session {seed}: {response.text[:200]}")
 
@@ -72,45 +79,93 @@ async def connect(url: str, **kwargs):
     raise RuntimeError(f"{url}: {first}")
 
 
-# ------------------------------------------------------------------ the playing sessions
+# ------------------------------------------------------------------ the students
 
-async def player(url: str, speed: float, seconds: float, go: asyncio.Event, out: dict) -> None:
-    ws, first = await connect(url)
-    async with ws:
-        out["connected"] += 1
-        await go.wait()
-        await ws.send(json.dumps({"type": "play", "steps_per_s": speed, "patches": True}))
-        expected = first["step"] + 1
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                message = json.loads(await asyncio.wait_for(
-                    ws.recv(), timeout=max(0.05, deadline - time.monotonic())))
-            except TimeoutError:
-                break
-            if message.get("type") != "state" or not message.get("playing"):
-                continue
-            if message["step"] != expected:
-                out["lost_or_reordered"] += 1
-            expected = message["step"] + 1
-            out["steps"] += 1
+ON_TIME_S = 0.1
 
 
-def players_process(urls: list[str], speed: float, seconds: float, ready, go_flag,
-                    results) -> None:
+def window_size(speed: float) -> int:
+    """Steps per window, as static/js/player.js asks: 8 s of play, 64 to 512 steps."""
+    return max(64, min(512, math.ceil(speed * 8)))
+
+
+async def fetch_window(client: httpx.AsyncClient, base: str, sid: str, first: int, last: int,
+                       out: dict) -> int:
+    """Fetch steps first..last with snapshots (retrying 429/503 after Retry-After, as the page
+    would); the number of steps it holds."""
+    for _ in range(20):
+        response = await client.get(f"{base}/api/v1/sessions/{sid}/trace",
+                                    params={"from": first, "to": last, "snapshots": "true"})
+        if response.status_code == 200:
+            out["windows"] += 1
+            out["bytes"] += len(response.content)
+            return len(json.loads(response.content)["steps"])
+        out["refused"][response.status_code] = out["refused"].get(response.status_code, 0) + 1
+        await asyncio.sleep(min(2.0, float(response.headers.get("retry-after", "0.5"))))
+    raise RuntimeError(f"window {first}..{last} of {sid}: {response.status_code}")
+
+
+async def student(client: httpx.AsyncClient, base: str, sid: str, total: int, speed: float,
+                  delay: float, until: float, out: dict) -> None:
+    """Play one run as player.js does; count each frame on time or late."""
+    await asyncio.sleep(delay)
+    ahead = max(32, speed * 3)
+    size = window_size(speed)
+    available: list[tuple[int, float]] = []  # (last step of a window, when it arrived)
+
+    async def fetch(first: int) -> int:
+        last = min(total, first + size - 1)
+        held = await fetch_window(client, base, sid, first, last, out)
+        if held != last - first + 1:
+            raise RuntimeError(f"{sid}: window {first}..{last} held {held} steps")
+        available.append((last, time.monotonic()))
+        return last
+
+    cached_to = await fetch(1)
+    anchor_at, anchor_step = available[0][1] - 1 / speed, 0  # the first frame is due on arrival
+    # Every frame due at the chosen speed from the first one to the end counts: one that a stall
+    # pushed past the end (the page re-anchors its clock) was not drawn on time either.
+    out["due"] += min(total, max(0, math.floor((until - available[0][1]) * speed) + 1))
+    step = 0
+    while step < total:
+        k = step + 1
+        due = anchor_at + (k - anchor_step) / speed
+        if due > until:
+            break
+        arrived = next(at for last, at in available if last >= k)
+        drawn = max(due, arrived)
+        out["frames"] += 1
+        if drawn - due <= ON_TIME_S:
+            out["on_time"] += 1
+        else:
+            out["worst_late"] = max(out["worst_late"], drawn - due)
+            anchor_at, anchor_step = drawn, k  # the page re-anchors rather than rushing
+        step = k
+        if cached_to < total and cached_to - step < ahead:
+            await asyncio.sleep(max(0.0, drawn - time.monotonic()))  # when the page asks
+            cached_to = await fetch(cached_to + 1)
+
+
+def students_process(base: str, runs: list[tuple[str, int]], speed: float, seconds: float,
+                     go_flag, results) -> None:
     async def run():
-        out = {"connected": 0, "steps": 0, "lost_or_reordered": 0}
-        go = asyncio.Event()
-        tasks = [asyncio.create_task(player(u, speed, seconds, go, out)) for u in urls]
-        while out["connected"] < len(urls):
-            await asyncio.sleep(0.05)
-        ready.set()
-        await asyncio.get_running_loop().run_in_executor(None, go_flag.wait, 120)
-        go.set()
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), seconds + 60)
+        out = {"frames": 0, "due": 0, "on_time": 0, "worst_late": 0.0, "windows": 0, "bytes": 0,
+               "refused": {}, "failed": 0, "why": {}}
+        limits = httpx.Limits(max_connections=len(runs), max_keepalive_connections=len(runs))
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            await asyncio.get_running_loop().run_in_executor(None, go_flag.wait, 300)
+            until = time.monotonic() + seconds
+            spread = min(10.0, seconds / 4)
+            tasks = [student(client, base, sid, total, speed, spread * i / len(runs), until, out)
+                     for i, (sid, total) in enumerate(runs)]
+            for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(outcome, Exception):
+                    out["failed"] += 1
+                    why = type(outcome).__name__
+                    out["why"][why] = out["why"].get(why, 0) + 1
         return out
 
-    results.put(asyncio.run(run()))
+    results.put({"students": asyncio.run(run())})
 
 
 # ------------------------------------------------------------------------- the others
@@ -147,48 +202,18 @@ async def seek_flooder(url: str, until: float, out: dict) -> None:
         reader.cancel()
 
 
-async def non_reader(url: str, until: float, out: dict) -> None:
-    """Asks for the fastest play and never reads a byte (with a small receive buffer, so that
-    the server sees it within the run rather than after the kernel has queued megabytes)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", int(url.split(":")[2].split("/")[0])))
-    sock.setblocking(False)
-    try:
-        async with websockets.connect(url, sock=sock, max_size=2**22, max_queue=1,
-                                      open_timeout=30) as ws:
-            await ws.send(json.dumps({"type": "play", "steps_per_s": 240}))
-            ws.transport.pause_reading()
-            while time.monotonic() < until:
-                await asyncio.sleep(1)
-                if ws.transport.is_closing():
-                    break
-            ws.transport.resume_reading()
-            try:
-                await asyncio.wait_for(ws.wait_closed(), 5)
-                out["dropped"] += 1
-            except TimeoutError:
-                pass
-    except (websockets.ConnectionClosed, OSError):
-        out["dropped"] += 1
-
-
-def adversaries_process(base: str, flood: str, quiet: list[str], seconds: float, go_flag,
-                        results) -> None:
-    """The check posters, the seek flooder and the non-readers, in a process of their own (as
-    other machines would be), so that their loops do not delay the probes' clock."""
+def adversaries_process(base: str, flood: str, seconds: float, go_flag, results) -> None:
+    """The check posters and the seek flooder, in a process of their own (as other machines
+    would be), so that their loops do not delay the probes' clock."""
 
     async def run():
         checks: dict = {}
         flooded = {"sent": 0, "answers": 0, "closed": "open to the end"}
-        quiet_out = {"dropped": 0}
-        await asyncio.get_running_loop().run_in_executor(None, go_flag.wait, 120)
+        await asyncio.get_running_loop().run_in_executor(None, go_flag.wait, 300)
         until = time.monotonic() + seconds
-        await asyncio.gather(
-            *(check_poster(base, until, checks) for _ in range(4)),
-            seek_flooder(flood, until, flooded),
-            *(non_reader(u, until, quiet_out) for u in quiet))
-        return {"others": (checks, flooded, quiet_out)}
+        await asyncio.gather(*(check_poster(base, until, checks) for _ in range(4)),
+                             seek_flooder(flood, until, flooded))
+        return {"others": (checks, flooded)}
 
     results.put(asyncio.run(run()))
 
@@ -227,76 +252,83 @@ async def rss_sampler(pgid: int, seconds: float, samples: list[tuple[float, int]
         await asyncio.sleep(1)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--speed", type=float, default=30.0)
-    parser.add_argument("--probes", type=int, default=5)
-    parser.add_argument("--deflate", action="store_true",
-                        help="WebSocket permessage-deflate on (`serve` leaves it off)")
-    args = parser.parse_args()
+def one_class(workers: int, args) -> dict:
+    """The class against `workers` uvicorn workers; the figures."""
     seconds = args.seconds
-    print(f"cores: {os.cpu_count()}; uvicorn: 2 workers on loopback, WebSocket deflate "
-          f"{'on' if args.deflate else 'off'}; {args.sessions} sessions "
-          f"at {args.speed:g} steps/s, 4 check posters, 1 seek flooder, 20 non-readers, "
-          f"{seconds:g} s")
-    with server(workers=2, deflate=args.deflate) as (base, _port, pid):
-        async def make_ids():
+    with server(workers=workers, deflate=False) as (base, _port, pid):
+        async def make_runs():
             async with httpx.AsyncClient() as client:
                 return [await create(client, base, seed)
-                        for seed in range(1, args.sessions + args.probes + 23)]
+                        for seed in range(1, args.sessions + args.probes + 2)]
 
-        ids = asyncio.run(make_ids())
+        made = asyncio.run(make_runs())
         ws = base.replace("http", "ws")
-        urls = [f"{ws}/api/v1/sessions/{i}/ws" for i in ids]
-        players, probes = urls[:args.sessions], urls[args.sessions:args.sessions + args.probes]
-        flood, quiet = urls[args.sessions + args.probes], urls[args.sessions + args.probes + 1:]
+        runs = made[:args.sessions]
+        probes = [f"{ws}/api/v1/sessions/{i}/ws" for i, _ in made[args.sessions:-1]]
+        flood = f"{ws}/api/v1/sessions/{made[-1][0]}/ws"
         context = multiprocessing.get_context("spawn")
-        ready, go, results = context.Event(), context.Event(), context.Queue()
-        process = context.Process(target=players_process,
-                                  args=(players, args.speed, seconds, ready, go, results))
-        process.start()
-        if not ready.wait(120):
-            raise RuntimeError("the playing sessions did not connect")
+        go, results = context.Event(), context.Queue()
+        players = context.Process(target=students_process,
+                                  args=(base, runs, args.speed, seconds, go, results))
+        others = context.Process(target=adversaries_process,
+                                 args=(base, flood, seconds, go, results))
+        players.start()
+        others.start()
         gets: list[float] = []
         rtts: list[float] = []
         rss: list[tuple[float, int]] = []
 
-        others = context.Process(target=adversaries_process,
-                                 args=(base, flood, quiet, seconds, go, results))
-        others.start()
-
         async def everything():
             until = time.monotonic() + seconds
-            await asyncio.gather(
-                get_probe(base, until, gets),
-                *(step_probe(u, until, rtts) for u in probes),
-                rss_sampler(pid, seconds, rss))
+            await asyncio.gather(get_probe(base, until, gets),
+                                 *(step_probe(u, until, rtts) for u in probes),
+                                 rss_sampler(pid, seconds, rss))
 
         go.set()
         asyncio.run(everything())
-        outcomes = [results.get(timeout=120) for _ in range(2)]
-        played = next(o for o in outcomes if "steps" in o)
-        checks, flooded, quiet_out = next(o for o in outcomes if "steps" not in o)["others"]
-        process.join(30)
+        outcomes = [results.get(timeout=seconds + 300) for _ in range(2)]
+        played = next(o for o in outcomes if "students" in o)["students"]
+        checks, flooded = next(o for o in outcomes if "others" in o)["others"]
+        players.join(30)
         others.join(30)
-    half = seconds / 2
-    at_half = next(r for t, r in rss if t >= half)
-    at_end = rss[-1][1]
-    growth = (at_end - at_half) / at_half
+    return {"workers": workers, "played": played, "checks": checks, "flooded": flooded,
+            "gets": gets, "rtts": rtts, "rss": rss}
+
+
+def report(figures: dict, args) -> None:
+    played, gets, rtts = figures["played"], figures["gets"], figures["rtts"]
+    due = max(1, played["due"])
+    print(f"-- {figures['workers']} worker{'s' if figures['workers'] > 1 else ''}")
+    print(f"frames on time: {played['on_time'] / due:.2%} of {played['due']} due "
+          f"({played['frames']} drawn, {played['frames'] / args.seconds:.0f}/s of "
+          f"{args.sessions * args.speed:.0f}/s asked; "
+          f"worst late {played['worst_late'] * 1000:.0f} ms; {played['windows']} windows, "
+          f"{played['bytes'] / 2**20:.0f} MiB; refused {played['refused'] or 'none'}; "
+          f"students failed {played['failed']} {played['why'] or ''})  "
+          "(target >= 99% with one worker)")
     print(f"GET /api/v1/scenarios: {len(gets)} probes  p50 {pct(gets, .5):.1f} ms  "
           f"p99 {pct(gets, .99):.1f} ms  (target p99 < 100 ms)")
     print(f"step round trip: {len(rtts)} probes  p50 {pct(rtts, .5):.1f} ms  "
           f"p99 {pct(rtts, .99):.1f} ms  (target p99 < 100 ms)")
-    print(f"played steps: {played['steps']} ({played['steps'] / seconds:.0f}/s of "
-          f"{args.sessions * args.speed:.0f}/s asked), lost or reordered: "
-          f"{played['lost_or_reordered']} (target 0)")
-    print(f"checks answered: {checks}; seek flood: {flooded['sent']} sent, "
-          f"{flooded['answers']} answers, {flooded['closed']}; non-readers dropped: "
-          f"{quiet_out['dropped']}/{len(quiet)}")
-    print(f"server RSS: {at_half / 2**20:.0f} MiB at {half:g} s, {at_end / 2**20:.0f} MiB at "
-          f"the end: {growth:+.1%} in the second half (target < 10%)")
+    flooded = figures["flooded"]
+    print(f"checks answered: {figures['checks']}; seek flood: {flooded['sent']} sent, "
+          f"{flooded['answers']} answers, {flooded['closed']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--speed", type=float, default=30.0)
+    parser.add_argument("--probes", type=int, default=5)
+    parser.add_argument("--workers", default="1,2", help="worker counts to run, in order")
+    args = parser.parse_args()
+    print(f"cores: {os.cpu_count()}; uvicorn on loopback, WebSocket deflate off; "
+          f"{args.sessions} students on distinct runs at {args.speed:g} steps/s (windows of "
+          f"{window_size(args.speed)} steps with snapshots), 4 check posters, 1 seek flooder, "
+          f"{args.seconds:g} s per worker count")
+    for workers in (int(w) for w in args.workers.split(",")):
+        report(one_class(workers, args), args)
     return 0
 
 

@@ -51,7 +51,6 @@ def served_flags() -> list[str]:
 
     o = uvicorn_options()
     return ["--http", o["http"], "--timeout-keep-alive", str(o["timeout_keep_alive"]),
-            "--limit-concurrency", str(o["limit_concurrency"]),
             "--timeout-graceful-shutdown", str(o["timeout_graceful_shutdown"]),
             "--ws-max-size", str(o["ws_max_size"]), "--ws-ping-interval",
             str(o["ws_ping_interval"]), "--ws-ping-timeout", str(o["ws_ping_timeout"])]
@@ -224,8 +223,9 @@ def playing(base: str, pid: int, sessions: int, probes: int, speed: float, secon
             "seed": seed}, timeout=60)
         return base.replace("http", "ws") + f"/api/v1/sessions/{created.json()['id']}/ws"
 
-    url = url_for(1)
-    urls = [url_for(seed) for seed in range(2, sessions + 2)] if distinct else [url] * sessions
+    # each student its own session (ids of one session may hold only a few streams); without
+    # `distinct`, all of one run, whose frames they then share
+    urls = [url_for(seed if distinct else 1) for seed in range(2, sessions + 2)]
     context = multiprocessing.get_context("spawn")
     connected, go, results = context.Event(), context.Event(), context.Queue()
     process = context.Process(target=players_process,
@@ -240,7 +240,8 @@ def playing(base: str, pid: int, sessions: int, probes: int, speed: float, secon
         rtts: list[float] = []
 
         async def probe_all():
-            await asyncio.gather(*(prober(url, seconds - 1, rtts) for _ in range(probes)))
+            await asyncio.gather(*(prober(url_for(1), seconds - 1, rtts)
+                                   for _ in range(probes)))
 
         asyncio.run(asyncio.wait_for(probe_all(), seconds + 30))
         gaps, counts = results.get(timeout=seconds + 60)

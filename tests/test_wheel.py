@@ -26,7 +26,8 @@ import pytest
 pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "app", "static", "templates", "traces")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "app", "static", "templates", "traces",
+           "docs")
 """What a build reads: a copy keeps the checkout free of build/ and .egg-info/ folders."""
 ENGINE_DATA = (".json", ".pipe", ".lark", ".md", ".txt")
 
@@ -135,6 +136,7 @@ def server(venv, elsewhere, tmp_path_factory):
 
 
 @pytest.mark.parametrize("path", ["/", "/scenarios/single_barrier", "/embed/single_barrier",
+                                  "/reference/language", "/reference/semantics",
                                   "/compare/double_buffer_tma", "/replays/single_barrier"])
 def test_pages(server, path):
     response = server.get(path)

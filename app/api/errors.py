@@ -134,8 +134,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = dict(exc.headers or {})
-        if exc.status_code == 405 and not headers.get("Allow"):
-            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
+        if exc.status_code == 405:  # every route of the path, not only the one that refused
+            given = {m.strip() for m in headers.get("Allow", "").split(",") if m.strip()}
+            headers["Allow"] = ", ".join(sorted(given | set(
+                allowed_methods(request.app, request.scope))))
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
                             headers=headers)
 

@@ -20,10 +20,13 @@ build: the same lines, nothing recorded).
 
 from __future__ import annotations
 
+from math import prod
+
 from app.sim.program import Program
 
 from .agent_code import AgentWriter
 from .kernel_layout import (  # noqa: F401 - the names other modules import from here
+    ASYNC_KINDS,
     COMPILE_OPTIONS,
     ERROR_OPERAND_RANGE,
     ERROR_OUT_OF_BOUNDS,
@@ -42,6 +45,7 @@ from .kernel_layout import (  # noqa: F401 - the names other modules import from
     Layout,
     check,
     layout,
+    warps_of,
 )
 from .kernel_text import EXIT_AS_PROGRAM, EXIT_ONE_CTA, KERNEL, PRELUDE
 
@@ -75,7 +79,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
                    f"{lay.tensor_tiles[t] + elements - 1})")
     out.append("")
     used = {getattr(n, "kind", None) for agent in program.agents for n in agent.nodes}
-    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS
+    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS + ASYNC_KINDS
                if name in used)
     out.append(f"#define N_AGENTS {len(program.agents)}")
     out.append(f"#define GMEM_CTA_BYTES {lay.gmem_cta_bytes}ull")
@@ -135,25 +139,187 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     out.append("    return c.gmem;")
     out.append("}")
     out.append("")
+    if lay.warp_agent:
+        out.append("// Warps of a CTA: the agent each runs (`warps N`: N of them; -1 pads a "
+                   "warpgroup), and which of its warps it is.")
+        for what, values in (("warp_agent", lay.warp_agent),
+                             ("warp_sub", _subs(lay.warp_agent))):
+            out.append(f"__device__ __forceinline__ int {what}(u32 w) {{")
+            out.append("    switch (w) {")
+            out.extend(f"    case {i}: return {v};" for i, v in enumerate(values))
+            out.append("    default: return -1;")
+            out.append("    }")
+            out.append("}")
+            out.append("")
+        out.extend(WGMMA_HELPERS.splitlines())
+        grouped = {"block": f"{lay.threads}",
+                   "lane": "(threadIdx.x & 31) + 32 * warp_sub(warp)",
+                   "local_slot": "(u32)warp_agent(warp)",
+                   "slot": "warp_agent(warp) < 0 ? 0xFFFFFFFFu : slot"}
+    else:
+        grouped = {"block": "32 * AGENTS_PER_CTA", "lane": "threadIdx.x & 31",
+                   "local_slot": "warp", "slot": "slot"}
+    for i, (t, box) in enumerate(lay.tensor_maps):
+        out.extend(_box_check(i, box, lay.tensor_tiles[t]).splitlines())
     agents = []
     for slot in range(len(program.agents)):
         agents.extend(AgentWriter(program, lay, slot).write())
         agents.append("")
     out.extend(agents)
     ending = EXIT_ONE_CTA if lay.cluster == 1 or exit_sync else EXIT_AS_PROGRAM
-    if any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
-           for agent in program.agents for n in agent.nodes):
+    lanes = any(a.lanes > 1 for a in program.agents)
+    if lanes or any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
+                    for agent in program.agents for n in agent.nodes):
         ending = ending.replace("__syncthreads();", (
             f'asm volatile("barrier.sync {NAMED_BARRIER_EXIT};" ::: "memory");  // the program '
-            "uses the other named barriers"))
-    out.append(KERNEL % {"inits": _inits(program, lay),
+            "may use the other named barriers, and lanes reach it one by one"))
+    kernel = KERNEL % {**grouped, "inits": _inits(program, lay),
                          "exit": ending,
                          "stage_words": sum(s.bytes for s in program.stages) // 4,
                          "stage_first": lay.stage_offsets[0] if lay.stage_offsets else 0,
                          "stage_end": lay.staging_offset,
                          "dispatch": "\n".join(f"    case {i}: agent_{i}(c, L, summary); break;"
-                                               for i in range(len(program.agents)))})
+                                               for i in range(len(program.agents)))}
+    if lanes:
+        out.extend(_lane_helpers(program))
+        kernel = _with_lanes(kernel)
+    out.append(kernel)
     return "\n".join(out) + "\n"
+
+
+WGMMA_HELPERS = r"""
+// A wgmma matrix descriptor (PTX 9.7.15.5.1.2) of a stage: its shared address, leading and
+// stride byte offsets of 128 and 256 (8x16-byte core matrices, no swizzle).
+__device__ __forceinline__ u64 wgmma_desc(u32 addr) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(128 >> 4) << 16) | ((u64)(256 >> 4) << 32);
+}
+"""
+
+
+def _box_check(i: int, box, first: int) -> str:
+    """`check_tile` for the boxes of a tensor map: a word of the box outside the tensor holds
+    the TMA's zero fill (PTX 5.5.3.3: the copy writes it; the cuTensorMap asks for zeros)."""
+    elem = box.nbytes // prod(box.box)
+    words = [box.box[0] * elem // 4, *box.box[1:]]
+    extent = [box.shape[0] * elem // 4, *box.shape[1:]]
+    grid = box.grid
+    lines = [f"// The boxes of tensor map {box.name} ({' x '.join(map(str, box.shape))} "
+             f"elements of {elem} bytes, boxes of {' x '.join(map(str, box.box))}).",
+             f"__device__ __forceinline__ u32 box_oob_{i}(u32 tile, u32 w) {{",
+             f"    u32 k = tile - {first}u, rest = w;"]
+    for bw, n, g in zip(words, extent, grid, strict=True):
+        lines.append(f"    {{ const u32 g = k % {g}u, x = rest % {bw}u; k /= {g}u; rest /= {bw}u;"
+                     f" if (g * {bw}u + x >= {n}u) return 1; }}")
+    lines += ["    return 0;", "}", "",
+              f"__device__ __forceinline__ Check check_box_{i}(const u32* p, u32 words, "
+              "u32 chunk_words, u32 tile, u32 first, u32 cta_base) {",
+              "    u32 lane = threadIdx.x & 31;",
+              "    u32 chunks = words / chunk_words;",
+              "    u64 bad_chunks = 0, stale = 0, never = 0;",
+              "    u32 bad = 0;",
+              "    u32 want_tag = (cta_base + tile) & 0xFFFFu;",
+              "    for (u32 w = lane; w < words; w += 32) {",
+              "        u32 v = ((volatile const u32*)p)[w];",
+              "        if (v == ((want_tag << 16) | (w & 0xFFFFu))) continue;",
+              f"        if (v == 0 && box_oob_{i}(tile, w)) continue;  // the fill",
+              "        bad++;",
+              "        u64 bit = 1ull << (w / chunk_words);",
+              "        bad_chunks |= bit;",
+              "        if (v == POISON) { never |= bit; continue; }",
+              "        u32 t = ((v >> 16) - cta_base) & 0xFFFFu;",
+              "        if (t >= first && t < tile) stale |= bit;",
+              "    }",
+              "    for (int o = 16; o > 0; o >>= 1) {",
+              "        bad += __shfl_xor_sync(FULL_MASK, bad, o);",
+              "        bad_chunks |= __shfl_xor_sync(FULL_MASK, bad_chunks, o);",
+              "        stale |= __shfl_xor_sync(FULL_MASK, stale, o);",
+              "        never |= __shfl_xor_sync(FULL_MASK, never, o);",
+              "    }",
+              "    Check c;",
+              "    u64 all = chunks >= 64 ? ~0ull : ((1ull << chunks) - 1);",
+              "    c.ok = all & ~bad_chunks;",
+              "    c.stale = stale;",
+              "    c.never = never;",
+              "    c.bad = bad;",
+              "    return c;",
+              "}", ""]
+    return "\n".join(lines)
+
+
+def _subs(warp_agent: tuple[int, ...]) -> tuple[int, ...]:
+    """Each warp's place in its agent's warpgroup (0 for a one-warp agent and for padding)."""
+    out, seen = [], {}
+    for agent in warp_agent:
+        k = seen.get(agent, 0) if agent >= 0 else 0
+        out.append(k)
+        if agent >= 0:
+            seen[agent] = k + 1
+    return tuple(out)
+
+def _lane_helpers(program: Program) -> list[str]:
+    """Where an agent runs as lanes (`lanes N`), each lane is one agent of the program: a warp
+    maps its lanes to agents (the lanes the program does not model exit at once), and a lane
+    writes and checks a stage's words alone."""
+    out = ["// ------------------------------------------------------------------ lanes", "",
+           f"#define WARPS_PER_CTA {len(warps_of(program))}",
+           "// The agent (local to its CTA) that lane `lane` of warp `warp` runs, or none.",
+           "__device__ __forceinline__ u32 warp_slot(u32 warp, u32 lane) {",
+           "    switch (warp) {"]
+    for w, movers in enumerate(warps_of(program)):
+        if program.agents[movers[0]].lanes == 1:  # a whole-warp agent: every lane runs it
+            out.append(f"    case {w}: return {movers[0]}u;")
+        else:
+            out.append(f"    case {w}: return lane < {len(movers)}u ? {movers[0]}u + lane : "
+                       "0xFFFFFFFFu;")
+    out += ["    default: return 0xFFFFFFFFu;", "    }", "}", "",
+            "__device__ __forceinline__ Check check_tile_1(const u32* p, u32 words, "
+            "u32 chunk_words, u32 tile, u32 first, u32 cta_base) {",
+            "    u32 chunks = words / chunk_words;",
+            "    u64 bad_chunks = 0, stale = 0, never = 0;",
+            "    u32 bad = 0;",
+            "    u32 want_tag = (cta_base + tile) & 0xFFFFu;",
+            "    for (u32 w = 0; w < words; w++) {",
+            "        u32 v = ((volatile const u32*)p)[w];",
+            "        if (v == ((want_tag << 16) | (w & 0xFFFFu))) continue;",
+            "        bad++;",
+            "        u64 bit = 1ull << (w / chunk_words);",
+            "        bad_chunks |= bit;",
+            "        if (v == POISON) { never |= bit; continue; }",
+            "        u32 t = ((v >> 16) - cta_base) & 0xFFFFu;",
+            "        if (t >= first && t < tile) stale |= bit;",
+            "    }",
+            "    Check c;",
+            "    u64 all = chunks >= 64 ? ~0ull : ((1ull << chunks) - 1);",
+            "    c.ok = all & ~bad_chunks;",
+            "    c.stale = stale;",
+            "    c.never = never;",
+            "    c.bad = bad;",
+            "    return c;",
+            "}", "",
+            "__device__ __forceinline__ void write_tile_1(u32* p, u32 words, u32 tile, "
+            "u32 cta_base) {",
+            "    u32 tag = (cta_base + tile) & 0xFFFFu;",
+            "    for (u32 w = 0; w < words; w++) p[w] = (tag << 16) | (w & 0xFFFFu);",
+            "}", ""]
+    return out
+
+
+LANE_KERNEL = (
+    ("__launch_bounds__(32 * AGENTS_PER_CTA, 1)", "__launch_bounds__(32 * WARPS_PER_CTA, 1)"),
+    ("    const u32 slot = c.rank * AGENTS_PER_CTA + warp;",
+     "    const u32 local = warp_slot(warp, threadIdx.x & 31);\n"
+     "    if (local == 0xFFFFFFFFu) return;  // a lane the program does not model\n"
+     "    const u32 slot = c.rank * AGENTS_PER_CTA + local;"),
+    ("(u64)warp * STAGE_RECORDS * RECORD_WORDS", "(u64)local * STAGE_RECORDS * RECORD_WORDS"),
+)
+
+
+def _with_lanes(kernel: str) -> str:
+    for old, new in LANE_KERNEL:
+        if kernel.count(old) != 1:
+            raise AssertionError(f"the kernel template changed: {old!r}")
+        kernel = kernel.replace(old, new)
+    return kernel
 
 
 def prelude(logging: bool = True, cluster: int = 1, agents_per_cta: int = 1) -> str:

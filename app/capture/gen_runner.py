@@ -123,8 +123,73 @@ def tagged_memory(lay: G.Layout, program, ctas: int):
         base = (np.arange(ctas, dtype=np.uint64)[:, None] * lay.tiles_per_cta + tiles) & 0xFFFF
         w = np.arange(per, dtype=np.uint64) & 0xFFFF
         block = (base[:, :, None] << np.uint64(16)) | w[None, None, :]
-        mem[:, first:first + elements * per] = block.reshape(ctas, -1).astype(np.uint32)
+        block = block.reshape(ctas, elements, per).astype(np.uint32)
+        box = dict(lay.tensor_maps).get(t)
+        if box is None:
+            mem[:, first:first + elements * per] = block.reshape(ctas, -1)
+        else:
+            _as_tensor(mem, first, block, box)
     return mem
+
+
+def _as_tensor(mem, first: int, tiles, box) -> None:
+    """Lay a tensor map's tiles out as the tensor (row-major, dimension 0 innermost, in words):
+    box k's image lands where the TMA reads box k, so a box copied into shared memory holds its
+    tile's words in order; what lies outside the tensor is not stored (the TMA fills it)."""
+    import numpy as np
+
+    elem = box.nbytes // int(np.prod(box.box))
+    bw = [box.box[0] * elem // 4, *box.box[1:]]
+    ext = [box.shape[0] * elem // 4, *box.shape[1:]]
+    size = int(np.prod(ext))
+    for u in range(mem.shape[0]):
+        tensor = np.zeros(ext[::-1], dtype=np.uint32)
+        for k, image in enumerate(tiles[u]):
+            g, rest = [], k
+            for n in box.grid:
+                g.append(rest % n)
+                rest //= n
+            image = image.reshape(bw[::-1])
+            where, keep = [], []
+            for d in reversed(range(len(bw))):
+                lo = g[d] * bw[d]
+                hi = min(lo + bw[d], ext[d])
+                where.append(slice(lo, hi))
+                keep.append(slice(0, hi - lo))
+            tensor[tuple(where)] = image[tuple(keep)]
+        mem[u, first:first + size] = tensor.reshape(-1)
+
+
+def encode_tensor_maps(gmem, lay: G.Layout, program) -> None:
+    """Write each unit's CUtensorMap of every tensor map into its slice of `gmem` (a CuPy
+    array), with cuTensorMapEncodeTiled: the tensor's shape and row strides, the box, no
+    interleave, no swizzle, zero fill out of bounds (PTX 5.5.3.3)."""
+    import cupy
+    import numpy as np
+    from cuda.bindings import driver as cu
+
+    kinds = {1: "UINT8", 2: "UINT16", 4: "UINT32", 8: "INT64"}
+    base = gmem.data.ptr
+    units = gmem.shape[0]
+    for i, (t, box) in enumerate(lay.tensor_maps):
+        elem = box.nbytes // int(np.prod(box.box))
+        dtype = getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{kinds[elem]}")
+        strides = [int(np.prod(box.shape[:d])) * elem for d in range(1, len(box.shape))]
+        for u in range(units):
+            address = base + u * lay.gmem_cta_bytes + lay.tensor_offsets[t]
+            err, tmap = cu.cuTensorMapEncodeTiled(
+                dtype, len(box.shape), address, [cu.cuuint64_t(n) for n in box.shape],
+                [cu.cuuint64_t(s) for s in strides], [cu.cuuint32_t(b) for b in box.box],
+                [cu.cuuint32_t(1)] * len(box.shape),
+                cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+            if err != cu.CUresult.CUDA_SUCCESS:
+                raise RuntimeError(f"cuTensorMapEncodeTiled({box.name}): {err.name}")
+            words = np.array([int(x) for x in tmap.opaque], dtype=np.uint64).view(np.uint32)
+            at = (lay.map_offset + 128 * i) // 4
+            gmem[u, at:at + words.size] = cupy.asarray(words)
 
 
 # ------------------------------------------------------------------------------- parent side
@@ -177,6 +242,8 @@ def run_capture(cap: GenCapture) -> dict:
     units = cap.ctas // cluster
     host_mem = tagged_memory(p.layout, p.program, units)
     gmem = cupy.asarray(host_mem)
+    if p.layout.tensor_maps:
+        encode_tensor_maps(gmem, p.layout, p.program)
     log = MappedBuffer(max(1, cap.log_ctas) * n_agents * p.log_cap * G.RECORD_WORDS * 8)
     summary = MappedBuffer(units * n_agents * G.SUMMARY_WORDS * 4)
     deadline = np.uint64(int(cap.timeout_us * 1e-6 * CLOCK_HZ_GUESS))

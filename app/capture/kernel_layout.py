@@ -4,6 +4,7 @@ shared-memory layout of barriers and stages, and what Hopper cannot run (app.cap
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from app.sim.program import Line, Program
 
@@ -24,7 +25,11 @@ SYNC_KINDS = ("bar_sync", "bar_arrive", "elect", "warp_sync", "cluster_arrive", 
               "mbarrier_init_fence")
 """Log kinds of the synchronization lines, numbered after `KINDS`: a kernel defines them only
 where its program has such lines, so every other kernel's text stays as it was."""
-KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS + SYNC_KINDS)}
+ASYNC_KINDS = ("cp_async", "cp_async_commit", "cp_async_wait", "cp_async_arrive", "reduce_store",
+               "st_async", "red_async", "tensor_load", "tensor_store", "wgmma_fence",
+               "wgmma_mma", "wgmma_commit", "wgmma_wait")
+"""Log kinds of the asynchronous families' lines, numbered after those, defined likewise."""
+KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS + SYNC_KINDS + ASYNC_KINDS)}
 KIND_NAME = {code: name for name, code in KIND_CODE.items()}
 
 END_FINISHED, END_TIMED_OUT, END_ERROR = 0, 1, 2
@@ -73,6 +78,16 @@ class Layout:
     bar_cta: tuple[int, ...] = ()
     stage_cta: tuple[int, ...] = ()
     logging: bool = True
+    tensor_maps: tuple = ()
+    """(tensor number, `TensorBox`) of every tensor a `cp.async.bulk.tensor` line copies: its
+    global memory is laid out as the tensor (row-major, dimension 0 innermost), and one
+    `CUtensorMap` of it per unit sits at `map_offset + 128 * i` of the unit's slice."""
+    map_offset: int = 0
+    warp_agent: tuple[int, ...] = ()
+    """Where agents stand for several warps (`warps 4`, a warpgroup: `wgmma` is executed by all
+    of its 128 threads, PTX 9.7.15.1): for each warp of a CTA, the agent (its number within the
+    CTA) it runs, or -1 for a warp that pads a warpgroup to a multiple of four. Such an agent
+    runs as that many warps, the first of which issues and logs. Empty: one warp per agent."""
 
     def as_dict(self) -> dict:
         return {"smem_bytes": self.smem_bytes, "stage_offsets": list(self.stage_offsets),
@@ -94,6 +109,15 @@ def _locals(decls) -> tuple[int, ...]:
         out.append(seen.get(d.cta, 0))
         seen[d.cta] = out[-1] + 1
     return tuple(out)
+
+
+def warps_of(program: Program) -> list[tuple[int, ...]]:
+    """The warps of CTA 0, each the local agent numbers of its lanes (one for most)."""
+    lanes: dict[int, list[int]] = {}
+    for i, a in enumerate(program.agents):
+        if a.cta == 0:
+            lanes.setdefault(i if a.warp is None else a.warp, []).append(i)
+    return [tuple(v) for v in lanes.values()]
 
 
 def layout(program: Program, logging: bool = True) -> Layout:
@@ -121,10 +145,49 @@ def layout(program: Program, logging: bool = True) -> Layout:
         tensor_tiles.append(tiles)
         gbytes = _align(gbytes + elements * nbytes)
         tiles += elements
+    warps = warp_agents(program, per_cta)
+    maps = tensor_maps(program)
+    map_offset = gbytes
+    if maps:
+        gbytes = _align(gbytes + 128 * len(maps))
     return Layout(0, stage_offsets, staging, smem, tuple(tensor_offsets), tuple(tensor_tiles),
-                  gbytes, tiles, 32 * per_cta, ctas, per_cta, bar_local,
+                  gbytes, tiles, 32 * (len(warps) or len(warps_of(program))),
+                  ctas, per_cta, bar_local,
                   tuple(b.cta for b in program.barriers), tuple(s.cta for s in program.stages),
-                  logging)
+                  logging, maps, map_offset, warps)
+
+
+def tensor_maps(program: Program) -> tuple:
+    """`Layout.tensor_maps`, from the boxes the program's tensor copies name."""
+    boxes = {}
+    for agent in program.agents:
+        for node in agent.nodes:
+            if isinstance(node, Line) and node.kind in ("tensor_load", "tensor_store"):
+                box = node.args[1] if node.kind == "tensor_load" else node.args[0]
+                boxes[box.name] = box
+    names = [t[0] for t in program.tensors]
+    return tuple(sorted((names.index(n), b) for n, b in boxes.items()))
+
+
+def warpgroup_agent(agent) -> bool:
+    """Whether an agent stands for several warps (`agent consumer warps 4`: a warpgroup, as
+    `wgmma` needs), so runs as that many."""
+    return agent.warps > 1
+
+
+def warp_agents(program: Program, per_cta: int) -> tuple[int, ...]:
+    """`Layout.warp_agent`: empty unless some agent stands for several warps. Those come first,
+    each starting at a multiple of four warps (a warpgroup), padded with -1."""
+    agents = program.agents[:per_cta]
+    if not any(warpgroup_agent(a) for a in agents):
+        return ()
+    out: list[int] = []
+    for i, agent in enumerate(agents):
+        if warpgroup_agent(agent):
+            out.extend([-1] * (-len(out) % 4))
+            out.extend([i] * agent.warps)
+    out.extend(i for i, agent in enumerate(agents) if not warpgroup_agent(agent))
+    return tuple(out)
 
 
 MAX_CLUSTER = 8
@@ -147,11 +210,42 @@ def check(program: Program, logging: bool = True) -> None:
                     "Hopper (sm_90a) does not have: tcgen05 is Blackwell's (sm_100a); this "
                     "pipeline stays simulation-only")
     for agent in program.agents:
-        if agent.lanes > 1 or agent.warps > 1:
-            shape = f"lanes {agent.lanes}" if agent.lanes > 1 else f"warps {agent.warps}"
-            raise CodegenError(f"{agent.name}: an agent of `{shape}` is not one warp running "
-                               "one program; the generator runs each agent as one warp")
+        if warpgroup_agent(agent) and any(a.lanes > 1 for a in program.agents):
+            raise CodegenError(f"{agent.name}: an agent of `warps {agent.warps}` beside agents "
+                               "of lanes: the generator places one or the other")
+        if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind in ("elect",
+                                                                              "warp_sync")
+                                          for n in agent.nodes):
+            raise CodegenError(f"{agent.name}: `elect.sync` / `bar.warp.sync` in an agent of "
+                               f"`warps {agent.warps}`: in the kernel each of its warps would "
+                               "take part on its own")
+        if warpgroup_agent(agent) and any(isinstance(n, Line) and n.kind == "wait_token"
+                                          for n in agent.nodes):
+            raise CodegenError(f"{agent.name}: an agent of several warps waits on a "
+                               "state token; the generator gives the token to its first warp "
+                               "only: wait with `.parity`")
     lay = layout(program, logging)
+    mapped = {program.tensors[t][0] for t, _ in lay.tensor_maps}
+    for agent in program.agents:
+        for node in agent.nodes:
+            if not isinstance(node, Line):
+                continue
+            if node.kind == "tensor_store":
+                raise CodegenError(f"{agent.name}: `{node.op}`: the generator does not write "
+                                   "tensor stores yet")
+            if node.kind in ("load", "store", "ld_global", "reduce_store") and any(
+                    getattr(arg, "array", None) in mapped for arg in node.args):
+                raise CodegenError(f"{agent.name}: `{node.op}` on a tensor map: in the kernel "
+                                   "its memory is laid out as the tensor, so the generator "
+                                   "copies it with `cp.async.bulk.tensor` only")
+    for _, box in lay.tensor_maps:
+        elem = box.nbytes // prod(box.box)
+        if box.shape[0] * elem % 16 or box.box[0] * elem % 16:
+            raise CodegenError(f"tensor map {box.name}: its rows and its box's rows must be "
+                               "multiples of 16 bytes (cuTensorMapEncodeTiled)")
+    if lay.threads > 1024:
+        raise CodegenError(f"a CTA of {lay.threads} threads: an agent of `warps N` takes N "
+                           "warps, and a block has at most 1,024 threads")
     if lay.smem_bytes > SMEM_LIMIT:
         raise CodegenError(f"the stages and the log need {lay.smem_bytes} bytes of shared "
                            f"memory; a Hopper block has at most {SMEM_LIMIT}")

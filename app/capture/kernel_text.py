@@ -350,7 +350,7 @@ KERNEL = r"""// ----------------------------------------------------------------
 // pipeline on its own slice of global memory (`gmem`, filled by the host with tagged words); the
 // first `log_ctas` units log every line into `log` (mapped host memory, `log_cap` records per
 // agent); every unit writes a summary per agent.
-extern "C" __global__ void __launch_bounds__(32 * AGENTS_PER_CTA, 1) pipeline_kernel(
+extern "C" __global__ void __launch_bounds__(%(block)s, 1) pipeline_kernel(
         unsigned char* gmem, u64* log, u32* summary, u32 log_ctas, u32 log_cap, u64 deadline,
         u32 flush_every, u32 flush_before_arrive) {
     extern __shared__ __align__(128) unsigned char smem[];
@@ -379,18 +379,18 @@ extern "C" __global__ void __launch_bounds__(32 * AGENTS_PER_CTA, 1) pipeline_ke
     c.gmem = gmem + (u64)c.unit * GMEM_CTA_BYTES;
     c.cta_base = c.unit * TILES_PER_CTA;
     c.deadline = deadline;
-    c.lane = threadIdx.x & 31;
-    const u32 slot = c.rank * AGENTS_PER_CTA + warp;
+    c.lane = %(lane)s;
+    const u32 slot = c.rank * AGENTS_PER_CTA + %(local_slot)s;
     Log L;
     L.region = c.unit < log_ctas
         ? log + ((u64)(c.unit * N_AGENTS + slot) * log_cap) * RECORD_WORDS : (u64*)0;
-    L.staging = (u64*)(smem + STAGING_OFFSET) + (u64)warp * STAGE_RECORDS * RECORD_WORDS;
+    L.staging = (u64*)(smem + STAGING_OFFSET) + (u64)%(local_slot)s * STAGE_RECORDS * RECORD_WORDS;
     L.cap = log_cap;
     L.n = 0;
     L.staged = 0;
     L.flush_every = flush_every < 1 ? 1 : flush_every;
     L.flush_before_arrive = flush_before_arrive;
-    switch (slot) {
+    switch (%(slot)s) {
 %(dispatch)s
     default: break;
     }

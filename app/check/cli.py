@@ -61,6 +61,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-reduction", action="store_true",
                         help="plain breadth-first search over every state (for comparison)")
+    parser.add_argument("--no-partial-order", action="store_true",
+                        help="the search without its partial-order reduction (for comparison)")
     parser.set_defaults(run=run)
     return parser
 
@@ -73,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     limits = Limits(max_states, timeout_s, MAX_MEMORY, args.stop_at_first)
     bar = None if args.no_progress else ProgressBar(limits, sys.stderr)
     try:
-        result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction)
+        result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction,
+                              por=not args.no_partial_order)
     except InternalError as err:
         if bar is not None and bar.drawn and bar.tty:
             sys.stderr.write("\r\x1b[K")

@@ -68,12 +68,13 @@ import ctypes.util
 import gc
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from threading import Event
 
 from app.sim.config import PipelineConfig
 from app.sim.detectors import deadlock_diagnostics
 from app.sim.livelock import can_cycle
-from app.sim.machine import RUNNING, Machine
+from app.sim.machine import RUNNING, UNDEFINED, Machine
 
 from . import counterexample, livelock
 from .budget import Budget, CloseGuard, Limits, Stop
@@ -87,6 +88,7 @@ from .model import (
     pending_total,
     store_reads_invisible,
 )
+from .por import Independence, applies
 
 __all__ = ["Exploration", "Explorer", "Found", "Limits", "Progress", "release_memory"]
 
@@ -111,7 +113,7 @@ GRACE_S = 0.3
 class Explorer:
     """One search over one configuration (see the module docstring)."""
 
-    def __init__(self, cfg: PipelineConfig, reduce: bool = True):
+    def __init__(self, cfg: PipelineConfig, reduce: bool = True, por: bool = True):
         self.cfg = cfg
         self.reduce = reduce
         self.machine = Machine(cfg)
@@ -121,6 +123,11 @@ class Explorer:
         if not reduce:
             self.canonical.key = self.canonical.plain
         self.cyclic = can_cycle(cfg.program)
+        self.independence = (Independence(self.machine)
+                             if reduce and por and applies(self.machine, self.cyclic) else None)
+        """The partial-order reduction (app/check/por.py) where it applies to this program."""
+        self.persistent = False
+        """Whether `successors` tries only a persistent set (the first pass of `explore`)."""
         self.guard: CloseGuard | None = None
         """What `close` consults in a long closure (set for each search)."""
 
@@ -134,35 +141,61 @@ class Explorer:
     def successors(self, frozen: tuple, pend: list[int]):
         """Every (move, edge cost, record, closing diagnostics, machine, pending counts) from a
         state, in move order, but a twin agent's move (model.Canonical.twins: it leads to the
-        key an identical agent's move leads to). The machine is reused: read it before asking
-        for the next one."""
+        key an identical agent's move leads to); in the persistent pass, only the moves of a
+        persistent set (app/check/por.py), or every move where one of those stops the run with
+        undefined behaviour. The machine is reused: read it before asking for the next one."""
         machine = self.machine
         machine.thaw(frozen)
         n_agents = machine.n_agents
         twins = self.canonical.twins(frozen, pend)
+        ready = list(machine.ready)
+        chosen = self.independence.persistent(machine) if self.persistent else None
+        if chosen is not None:
+            tried = set(chosen)
+            # a twin is skipped only where every lower member of its group is tried (its
+            # twin, whichever it is, then is)
+            twins = {z for z in twins if all(a in tried for g in self.canonical.groups
+                                              if z in g for a in g if a < z)}
+            order = chosen
+        else:
+            order = ready
         fresh = True
-        for move in list(machine.ready):
-            if move in twins:
-                continue
-            if not fresh:
-                machine.thaw(frozen)
-            fresh = False
-            record = machine.step(move)
-            after = list(pend)
-            if move < n_agents:
-                cost = 1 + after[move]
-                after[move] = 0
-            else:
-                cost = 1
-            closing = (close(machine, self.local, after, None, self.reads, self.guard)
-                       if machine.status == RUNNING else [])
-            yield move, cost, record, closing, machine, after
+        stopped = False
+        done = set()
+        while True:
+            for move in order:
+                if move in twins or move in done:
+                    continue
+                done.add(move)
+                if not fresh:
+                    machine.thaw(frozen)
+                fresh = False
+                record = machine.step(move)
+                if machine.status == UNDEFINED:
+                    stopped = True
+                after = list(pend)
+                if move < n_agents:
+                    cost = 1 + after[move]
+                    after[move] = 0
+                else:
+                    cost = 1
+                closing = (close(machine, self.local, after, None, self.reads, self.guard)
+                           if machine.status == RUNNING else [])
+                yield move, cost, record, closing, machine, after
+            if order is ready or not stopped:
+                return
+            order = ready  # a chosen move stops every mover: expand the state fully
 
     # ---------------------------------------------------------------------------- search
 
     def _explore(self, limits: Limits, progress: Callable[[Progress], None] | None,
-                 cancel: Event | None) -> Exploration:
-        start = time.perf_counter()
+                 cancel: Event | None, targets: set[str] | None = None,
+                 any_first: bool = False, start: float | None = None) -> Exploration:
+        """One search. `targets`: stop once each of these kinds has a counterexample proven
+        shortest (the bounded second pass). `any_first`: stop at the first violation found,
+        whatever its length (the persistent pass with `stop_at_first`)."""
+        if start is None:
+            start = time.perf_counter()
         out = Exploration(self.cfg, self.reduce, started=start, cyclic=self.cyclic)
         budget = Budget(limits, cancel, start)
         self.guard = CloseGuard(budget, limits.max_local_moves, self.cyclic)
@@ -201,6 +234,11 @@ class Explorer:
                 current = min(buckets)
                 bucket = buckets.pop(current)
                 out.depth = current
+                if targets is not None and self._proven_all(out, targets, current):
+                    return self._finish(out, start)
+                if any_first and out.found:
+                    out.stopped_by = "first_violation"
+                    return self._finish(out, start)
                 if limits.stop_at_first and any(f.steps <= current for f in out.found.values()):
                     out.stopped_by = "first_violation"
                     return self._finish(out, start)
@@ -296,15 +334,63 @@ class Explorer:
                 = None, cancel: Event | None = None) -> Exploration:
         """Expand states cheapest first until none is left or a limit is hit.
 
+        Where the partial-order reduction applies (`self.independence`), two passes: the
+        persistent pass decides the verdict and which kinds are reachable; where it found any,
+        a second search without that reduction, bounded to stop once each of those kinds has a
+        counterexample proven shortest (every kind's length in the first pass bounds it), gives
+        the shortest counterexamples (docs/checker.md, "Reduction 4"). Should a limit stop the
+        second pass first, the answer keeps the first pass's counterexamples, not known to be
+        shortest.
+
         The cyclic garbage collector is paused meanwhile: the search makes millions of
         short-lived tuples and no cycles, and each collection would walk them all."""
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._explore(limits, progress, cancel)
+            if self.independence is None:
+                return self._explore(limits, progress, cancel)
+            return self._two_passes(limits, progress, cancel)
         finally:
+            self.persistent = False
             if enabled:
                 gc.enable()
+
+    def _two_passes(self, limits: Limits, progress, cancel) -> Exploration:
+        start = time.perf_counter()
+        self.persistent = True
+        first = self._explore(replace(limits, stop_at_first=False), progress, cancel,
+                              any_first=limits.stop_at_first, start=start)
+        self.persistent = False
+        first.exact = False
+        first.persistent_states = first.states
+        if not first.found:
+            return first
+        spent = time.perf_counter() - start
+        left = replace(limits, timeout_s=max(limits.timeout_s - spent, 0.001),
+                       max_states=max(limits.max_states - first.states, 1))
+        second = self._explore(left, progress, cancel,
+                               targets=None if limits.stop_at_first else set(first.found),
+                               start=time.perf_counter())
+        kinds = set(first.found)
+        if limits.stop_at_first:
+            shortest = second.stopped_by == "first_violation" and bool(second.proven)
+        else:
+            shortest = kinds <= second.proven or (second.complete and kinds <= set(second.found))
+        if not shortest:
+            first.elapsed_s = time.perf_counter() - start
+            first.transitions += second.transitions
+            return first
+        if not limits.stop_at_first:
+            second.complete, second.stopped_by = first.complete, first.stopped_by
+            second.note = first.note
+            second.depth = max(second.depth, first.depth)
+        second.persistent_states = first.states
+        second.states += first.states
+        second.transitions += first.transitions
+        second.first_found_s = first.first_found_s
+        second.started = start
+        second.elapsed_s = time.perf_counter() - start
+        return second
 
     def _finish(self, out: Exploration, start: float, budget: Budget | None = None,
                 index: dict | None = None) -> Exploration:
@@ -332,6 +418,17 @@ class Explorer:
         out.stopped_by = stop.reason
         out.note = stop.message
         return self._finish(out, start, budget, index)
+
+    @staticmethod
+    def _proven_all(out: Exploration, targets: set[str], current: int) -> bool:
+        """Whether every kind of `targets` has a counterexample proven shortest, with the
+        states of cost `current` about to be expanded (see `_proven`)."""
+        for kind in targets:
+            found = out.found.get(kind)
+            if found is None or found.steps > current + (found.child is not None):
+                return False
+        out.proven.update(targets)
+        return True
 
     @staticmethod
     def _proven(out: Exploration, current: int) -> bool:

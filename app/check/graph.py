@@ -91,9 +91,17 @@ class Exploration:
     """Kinds whose counterexample is known shortest before `depth` says so: one found while
     expanding states of cost d with length d + 1, the least any unexpanded state can give."""
 
+    exact: bool = True
+    """Whether the search's costs are the true lengths of schedules (false for the persistent
+    pass of the partial-order reduction, app/check/por.py: its paths may be longer)."""
+    persistent_states: int | None = None
+    """States the persistent pass stored, where the partial-order reduction ran."""
+
     def is_shortest(self, kind: str) -> bool:
         """Whether the counterexample for `kind` is known to be a shortest one (for a livelock:
         its prefix, once the whole graph was searched)."""
+        if not self.exact:
+            return False
         if kind == LIVELOCK:
             return self.complete
         return self.complete or self.found[kind].steps <= self.depth or kind in self.proven

@@ -93,15 +93,29 @@ def store_reads_invisible(machine: Machine, reduce: bool = True) -> bool:
     """Whether a bulk store's chunk reads may be made at once, like local moves.
 
     A store's chunk read moves its own copy's cursor and nothing else; it can raise only
-    `proxy_fence_missing`, and only on a chunk written with `st.shared`. So in a program with no
-    `st.shared` line, and with no line that can tell a store's writes from its reads (plain
-    `wait_group`, `ld.global`: `Machine.writes_observed`), a read raises nothing, stays enabled
-    until made, disables nothing, and commutes with every other move; the only move it enables
-    is its agent's `wait_group`. Its cost is charged when a `wait_group` of that agent needs its
-    group (see `close` and docs/checker.md)."""
+    `proxy_fence_missing`, and only on a chunk written with `st.shared`; and a write to a chunk
+    before the store read it is an `overwrite` (core.unread_by_store). So in a program where no
+    line writes shared memory (`WRITES_NO_SMEM`), and with no line that can tell a store's
+    writes from its reads (plain `wait_group`, `ld.global`: `Machine.writes_observed`), a read
+    raises nothing, stays enabled until made, disables nothing, and commutes with every other
+    move; the only move it enables is its agent's `wait_group`. Its cost is charged when a
+    `wait_group` of that agent needs its group (see `close` and docs/checker.md)."""
     if not reduce or machine.writes_observed:
         return False
-    return not any("st_shared" in code.kinds for code in machine.code)
+    kinds = set().union(*(code.kinds for code in machine.code)) - {None}
+    return kinds <= WRITES_NO_SMEM
+
+
+WRITES_NO_SMEM = frozenset({
+    "arrive", "arrive_drop", "arrive_expect_tx", "assign", "bar_arrive", "bar_sync",
+    "cluster_arrive", "cluster_wait", "commit_group", "complete_tx", "elect", "expect_tx",
+    "init", "inval", "ld_global", "ld_shared", "mbarrier_init_fence", "mma", "proxy_fence",
+    "setmaxnreg", "st_global", "store", "tc_commit", "tc_fence", "tc_ld", "tc_wait_ld",
+    "wait_group", "wait_parity", "wait_token", "warp_sync"})
+"""Line kinds that never write shared memory. A write (a TMA load landing, `st.shared`, or
+a kind this list does not know) while a bulk store has not read its chunks is an `overwrite`
+(core.unread_by_store) that only a read left for later shows, so where a program has one the
+reads are ordinary moves."""
 
 
 def new_pend(n_agents: int) -> list:

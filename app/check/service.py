@@ -85,13 +85,13 @@ def scenario_for(scenario_id: str) -> Scenario:
 
 def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
                  progress: Callable[[Progress], None] | None = None,
-                 cancel: Event | None = None, reduce: bool = True) -> dict:
+                 cancel: Event | None = None, reduce: bool = True, por: bool = True) -> dict:
     """Explore `cfg` and build the answer, traces included; `InternalError` if a consistency
     check fails on the way."""
     start = time.perf_counter()
     describe = scenario.describe(cfg)
     try:
-        explorer = Explorer(cfg, reduce)
+        explorer = Explorer(cfg, reduce, por)
         out = explorer.explore(limits, progress, cancel)
         if explorer.guard is not None:  # the rebuild's closures get a little time of their own
             explorer.guard = CloseGuard(explorer.guard.budget.extended(POST_SEARCH_S),
@@ -111,6 +111,8 @@ def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
         "states_explored": out.states,
         "elapsed_s": round(time.perf_counter() - start, 4),
         "transitions": out.transitions,
+        "persistent_states": out.persistent_states,
+        "workers": 1,
         "depth": out.depth - 1,
         "stopped_by": out.stopped_by,
         "complete": out.complete,

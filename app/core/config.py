@@ -105,7 +105,7 @@ class Settings:
     4 by default): one client always leaves a slot to the others, a class behind one NAT
     loses one."""
     streams_per_session: int = field(
-        default_factory=lambda: _int("MBI_STREAMS_PER_SESSION", 4))
+        default_factory=lambda: _int("MBI_STREAMS_PER_SESSION", 16))
     """Open WebSockets and SSE streams of one session."""
     streams_per_address: int = field(
         default_factory=lambda: _int("MBI_STREAMS_PER_ADDRESS", 500))

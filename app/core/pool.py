@@ -168,6 +168,7 @@ def _call(slot: int, fn: Callable, args: tuple, reporting: bool, cancellable: bo
     extra = ()
     if cancellable:
         extra = (_report(slot) if reporting else None, Flag(slot))
+    _flags[len(_flags) // 2 + slot] = 1  # started: no longer waiting for a worker
     job = _job
     job.slot, job.max_rss, job.reason, job.cancelled_at = slot, max_rss, None, None
     job.deadline = (float("inf") if until is None
@@ -236,7 +237,8 @@ class WorkPool:
     def _start(self) -> None:
         if self.executor is None:
             context = multiprocessing.get_context(self.start_method)
-            self.flags = context.RawArray("b", self.limit)
+            self.flags = context.RawArray("b", 2 * self.limit)
+            """Per slot: its cancel flag, and (at `limit + slot`) whether its job started."""
             self.reports = context.SimpleQueue()
             # the forkserver, not this process, is the parent of its workers
             parent = -1 if self.start_method == "forkserver" else os.getpid()
@@ -270,9 +272,11 @@ class WorkPool:
             self.free.append(slot)
 
     async def run(self, fn: Callable, *args, progress: Callable | None = None,
-                  cancellable: bool = False, until: float | None = None):
+                  cancellable: bool = False, until: float | None = None,
+                  start_by: float | None = None):
         """`until`: the wall-clock time (`time.time()`) by which the job must end, else the
-        pool's `timeout_s` from now; past it the job is stopped and this raises `Busy`."""
+        pool's `timeout_s` from now; past it the job is stopped and this raises `Busy`.
+        `start_by`: a job still waiting for a worker then is dropped (`Busy` too)."""
         if until is None and self.timeout_s is not None:
             until = time.time() + self.timeout_s
         with self.lock:
@@ -283,6 +287,7 @@ class WorkPool:
         try:
             executor = self.start()
             self.flags[slot] = 0
+            self.flags[self.limit + slot] = 0
             if progress is not None:
                 self.listeners[slot] = (asyncio.get_running_loop(), progress)
             future = executor.submit(_call, slot, fn, args, progress is not None,
@@ -297,7 +302,7 @@ class WorkPool:
             raise
         future.add_done_callback(lambda _: self._release(slot))
         try:
-            outcome = await asyncio.wrap_future(future)
+            outcome = await self._outcome(future, slot, start_by)
         except asyncio.CancelledError:
             self.flags[slot] = 1  # the job sees it at its next look (the slot stays taken)
             future.cancel()
@@ -314,6 +319,21 @@ class WorkPool:
         if outcome[0] == "move":
             raise MoveError(outcome[1])
         return outcome[1]
+
+    async def _outcome(self, future, slot: int, start_by: float | None):
+        waiting = asyncio.wrap_future(future)
+        if start_by is None:
+            return await waiting
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiting),
+                                          max(0.0, start_by - time.time()))
+        except TimeoutError:
+            if self.flags[self.limit + slot]:
+                return await waiting  # running: its watchdog bounds it
+            self.flags[slot] = 1
+            future.cancel()
+            raise Busy(f"no {self.name} worker was free in time: {self.running} {self.name} "
+                       "jobs are running or queued on this server; try again soon") from None
 
     def _why_stopped(self, reason: str, until: float | None) -> str:
         if reason == "memory":

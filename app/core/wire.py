@@ -15,8 +15,11 @@ per request:
 - a WebSocket upgrade that the websockets library would silently drop (a request line or header
   line past its 8 KiB, more than its 128 headers) is answered 414 / 431 here.
 
-The rest is uvicorn's own (`uvicorn_options`): the keep-alive timeout, the concurrency limit
-(503), WebSocket message size (4 KiB: commands are small) and ping, the graceful shutdown bound.
+- the concurrency limit (`settings.limit_concurrency` connections, WebSocket upgrades
+  included): 503 with Retry-After, in the API's shape (uvicorn's own is plain text, without it).
+
+The rest is uvicorn's own (`uvicorn_options`): the keep-alive timeout, WebSocket message size
+(4 KiB: commands are small) and ping, the graceful shutdown bound.
 Chosen over Hypercorn or Granian because the app, its tests and its benchmarks already run under
 uvicorn, whose protocol classes are a documented extension point (`--http module:Class`); the
 subclass only adds timers and counters (docs/serving.md).
@@ -46,10 +49,12 @@ def _reply(transport: asyncio.Transport, status: int, reason: str, field: str,
            message: str) -> None:
     """A JSON error in the API's shape, written straight to the socket; then the sending side
     is closed, input is drained for `LINGER_S` (the protocol drops it), and the socket closed."""
-    body = json.dumps({"detail": [{"loc": ["header", field], "msg": message,
+    where = ["server", "busy"] if status == 503 else ["header", field]
+    body = json.dumps({"detail": [{"loc": where, "msg": message,
                                    "type": "value_error"}]}).encode()
+    retry = "retry-after: 5\r\n" if status == 503 else ""
     head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n{retry}"
             "x-content-type-options: nosniff\r\n\r\n").encode()
     if transport.is_closing():
         return
@@ -94,6 +99,9 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def _header_timeout(self) -> None:
         self.header_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._arm_header_timer()  # a pipelined request behind an answer still streaming
+            return
         if self.in_headers and not self.transport.is_closing():
             self.lingering = True
             _reply(self.transport, 408, "Request Timeout", "headers",
@@ -219,6 +227,12 @@ class BoundedHttpTools(HttpToolsProtocol):
                             f"at most {too_many} header lines"
                             + (f" of at most {WS_MAX_LINE} bytes" if upgrade else ""))
             return
+        if len(self.connections) > limits.limit_concurrency or \
+                len(self.tasks) >= limits.limit_concurrency:
+            self.refusal = (503, "Service Unavailable", "server",
+                            f"this server holds {limits.limit_concurrency} connections at "
+                            "most; retry soon")
+            return
         super().on_headers_complete()
         if not upgrade and not self.transport.is_closing():
             self.body_timer = self.loop.call_later(limits.body_timeout_s, self._body_timeout)
@@ -245,7 +259,6 @@ def uvicorn_options(config: Settings = settings) -> dict:
     return {
         "http": "app.core.wire:BoundedHttpTools",
         "timeout_keep_alive": config.keep_alive_s,
-        "limit_concurrency": config.limit_concurrency,
         "timeout_graceful_shutdown": config.graceful_shutdown_s,
         "ws_max_size": config.ws_max_bytes,
         "ws_ping_interval": config.ws_ping_s,

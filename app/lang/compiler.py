@@ -89,7 +89,8 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                 name = item.name if item.dim is None else f"{item.name}{rank}"
                 if ctas > 1:
                     name = f"cta{cta}.{name}"
-                here = {**constants, **cta_constants(shape, cta), "rank": rank}
+                here = {**constants, **cta_constants(shape, cta), "rank": rank,
+                        "%warps": warps}
                 text, agent = pipeline.text, item
                 variant = element_variant(pipeline, item.name, count, rank, Scope(here, kinds))
                 if variant is not None:
@@ -99,8 +100,8 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                     mine = {**here, "%laneid": lane} if lanes > 1 else here
                     builder = AgentBuilder(text, arrays, mine, user_helpers)
                     program = builder.build(f"{name}.lane{lane}" if lanes > 1 else name, agent)
-                    agents.append(replace(program, warps=warps, lanes=lanes, lane=lane,
-                                          warp=warp))
+                    agents.append(replace(_with_deleted(program, item, pipeline), warps=warps,
+                                          lanes=lanes, lane=lane, warp=warp))
             threads = sum(a.warps * (32 if a.lane == 0 else 0) for a in agents if a.cta == cta)
             if threads > MAX_CTA_THREADS:
                 raise PipelineError(f"a CTA has at most {MAX_CTA_THREADS} threads "
@@ -114,6 +115,20 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
     _check_setmaxnreg(agents, registers)
     return Program(tuple(barriers), tuple(stages), tuple(tensors), tuple(tmems), tuple(agents),
                    ctas, registers)
+
+
+def _with_deleted(program, item: Agent, pipeline: Pipeline):
+    """`program` with the deleted lines of its agent's body, each placed before the first
+    listed line below it."""
+    low = item.pos.line
+    high = pipeline.text.count("\n", 0, item.pos.end) + 1
+    lines = [program.nodes[n].source_line for n in program.listing]
+    deleted = []
+    for line, original, comment in pipeline.deleted:
+        if low <= line <= high:
+            before = next((i for i, at in enumerate(lines) if at > line), len(lines))
+            deleted.append((before, line, original, comment))
+    return replace(program, deleted=tuple(deleted)) if deleted else program
 
 
 def _launch_registers(pipeline: Pipeline, scope: Scope) -> int | None:

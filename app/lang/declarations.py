@@ -4,6 +4,7 @@ folded over the parameter values into the engine's declarations (`app.sim.progra
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import prod
 
 from app.sim.barrier import COUNT_LIMIT
 from app.sim.core import TILE_SPAN
@@ -12,7 +13,14 @@ from app.sim.program import BarrierDecl, StageDecl
 from . import syntax
 from .errors import ParamError, PipelineError
 from .exprs import Scope, constant
-from .limits import MAX_BARRIERS, MAX_CHUNKS, MAX_CLUSTER, MAX_ELEMENTS, MAX_STAGES
+from .limits import (
+    MAX_BARRIERS,
+    MAX_CHUNKS,
+    MAX_CLUSTER,
+    MAX_ELEMENTS,
+    MAX_STAGES,
+    PARAM_LIMIT,
+)
 from .loader import Pipeline
 from .syntax import Array, Name
 
@@ -28,6 +36,12 @@ class ArrayDecl:
     indexed: bool
     ctas: int = 1
     """Copies in the cluster: barriers and stages exist once per CTA, tensors once."""
+    shape: tuple[int, ...] = ()
+    """A tensor map's extent in elements per dimension, innermost first (else empty)."""
+    box: tuple[int, ...] = ()
+    """A tensor map's bounding box in elements per dimension: one tile is one box."""
+    box_bytes: int = 0
+    """A tensor map's bytes per box (its tile size)."""
 
 
 
@@ -86,6 +100,9 @@ def declarations(pipeline: Pipeline, constants: dict, ctas: int):
         if decl.name in arrays or decl.name in constants:
             raise PipelineError(f"`{decl.name}` is declared twice", *where)
         size = 1 if decl.dim is None else constant(decl.dim, scope, "an array's size")
+        shape, box, box_bytes = (), (), 0
+        if decl.box:
+            shape, box, size, box_bytes = _tensor_map(decl, scope, where)
         copies = ctas if decl.kind in ("barrier", "smem") else 1
         limit = {"barrier": (MAX_BARRIERS - len(barriers)) // copies,
                  "smem": (MAX_STAGES - len(stages)) // copies,
@@ -95,8 +112,9 @@ def declarations(pipeline: Pipeline, constants: dict, ctas: int):
                                    f"{limit}", where, decl.kind)
         base = {"barrier": len(barriers), "smem": len(stages),
                 "tensor": len(tensors) * TILE_SPAN, "tmem": len(tmems)}[decl.kind]
-        arrays[decl.name] = ArrayDecl(decl.kind, decl.name, base, size, decl.dim is not None,
-                                      copies)
+        arrays[decl.name] = ArrayDecl(decl.kind, decl.name, base, size,
+                                      decl.dim is not None or bool(box), copies, shape, box,
+                                      box_bytes)
         for cta in range(copies):
             prefix = f"cta{cta}." if copies > 1 else ""
             names = ([prefix + decl.name] if decl.dim is None
@@ -116,10 +134,51 @@ def declarations(pipeline: Pipeline, constants: dict, ctas: int):
                 stages.extend(made)
         if decl.kind == "tensor":
             nbytes = constant(decl.bytes, scope, "a tensor's element size")
+            if box:
+                nbytes = box_bytes
             tensors.append((decl.name, size, nbytes))
         elif decl.kind == "tmem":
             tmems.append(decl.name)
     return arrays, barriers, stages, tensors, tmems
+
+
+ELEMENT_BYTES = (1, 2, 4, 8)
+"""The element sizes of a tensor map's data types (CUDA's `CUtensorMapDataType`)."""
+BOX_LIMIT = 256
+"""Elements of a bounding box per dimension (CUDA's `cuTensorMapEncodeTiled`: boxDim <= 256)."""
+
+
+def _tensor_map(decl: Array, scope, where) -> tuple[tuple, tuple, int, int]:
+    """A tensor map's shape and box (PTX 5.5.3.1: the box is a multiple of 16 bytes), its
+    number of tiles and the bytes of one. The boxes tile the tensor from coordinate 0, one tile
+    per box; the last along a dimension reaches past the extent where the box does not divide
+    it, and a copy fills those elements (PTX 5.5.3.3)."""
+    shape = tuple(constant(e, scope, "a tensor's extent") for e in decl.shape.items)
+    box = tuple(constant(e, scope, "a bounding box's size") for e in decl.box.items)
+    if not 1 <= len(shape) <= 5 or len(box) != len(shape):
+        raise PipelineError(f"a tensor map has 1 to 5 dimensions, as many in its box as in its "
+                            f"shape; `{decl.name}` has {len(shape)} and {len(box)}",
+                            decl.box.pos.line, decl.box.pos.column)
+    for node, value in zip(decl.shape.items, shape, strict=True):
+        if not 1 <= value <= PARAM_LIMIT:
+            raise _limit(node, f"an extent is 1..{PARAM_LIMIT}; got {value}", where, "shape")
+    for node, value in zip(decl.box.items, box, strict=True):
+        if not 1 <= value <= BOX_LIMIT:
+            raise _limit(node, f"a box has 1..{BOX_LIMIT} elements per dimension; got {value}",
+                         where, "box")
+    elem = constant(decl.bytes, scope, "a tensor's element size")
+    if elem not in ELEMENT_BYTES:
+        raise _limit(decl.bytes, f"an element is 1, 2, 4 or 8 bytes; got {elem}", where, "elem")
+    nbytes = prod(box) * elem
+    if nbytes % 16:
+        raise _limit(decl.box, f"a bounding box is a multiple of 16 bytes (PTX 5.5.3.1); "
+                               f"{' x '.join(map(str, box))} x {elem} bytes is {nbytes}",
+                     where, "box")
+    tiles = prod(-(-n // b) for n, b in zip(shape, box, strict=True))
+    if tiles > MAX_ELEMENTS:
+        raise _limit(decl.shape, f"`{decl.name}` has {tiles} boxes; the limit is "
+                                 f"{MAX_ELEMENTS}", where, "tensor")
+    return shape, box, tiles, nbytes
 
 
 def _stages(decl: Array, names, scope, arrays, where, cta: int) -> list[StageDecl]:

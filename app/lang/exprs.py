@@ -44,6 +44,9 @@ class Scope:
     def unknown(self, name: str, pos) -> PipelineError:
         close = difflib.get_close_matches(name, self.known(), n=1)
         hint = f"did you mean `{close[0]}`?" if close else None
+        if name == "%laneid":
+            hint = ("each lane of an agent declared `lanes N` has its own `%laneid`; an agent "
+                    "without lanes is a whole warp")
         return PipelineError(f"`{name}` is not declared here", pos.line, pos.column, hint=hint)
 
 

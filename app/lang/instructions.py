@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from app.sim.program import SINK, WAIT_BLOCKS, WAIT_TEST, Expr, Line, Ref
 
-from . import opcodes
+from . import async_readers, opcodes
 from .errors import PipelineError
 from .exprs import Scope, compile_expr
-from .syntax import Address, BinOp, Func, Index, Name
+from .syntax import Address, BinOp, Func, Index, Name, TensorCoords
 
 ORDERING = ("release", "acquire", "relaxed")
 """The `.sem` values that `Line.sem` carries (`.weak` loads and stores carry None)."""
@@ -177,6 +177,51 @@ class Operands:
                                   "\"supported, cannot return result\" (9.7.13.15.13: the sink "
                                   "`_` is mandatory)")
 
+    def tensor_coords(self):
+        """`[tensorMap, {c0, ...}]`: a tensor map (`tensor A shape {...} box {...} elem E;`)
+        and as many coordinates as the opcode's `.Nd` and the map have dimensions."""
+        from app.sim.families.tensor_copies import TensorBox
+
+        node = self.items.pop(0) if self.items else None
+        if not isinstance(node, TensorCoords):
+            raise self.error("expected a tensor map and its coordinates, like `[A, {0, k * 64}]`",
+                             node)
+        name = node.tensor.name if isinstance(node.tensor, Name) else None
+        decl = self.arrays.get(name)
+        if name is None or decl is None or decl.kind != "tensor":
+            if name is not None and decl is None:
+                raise self.scope.unknown(name, node.tensor.pos)
+            raise self.error("a tensor copy names a tensor map: `[A, {c0, ...}]` with `A` "
+                             "declared `tensor A shape {...} box {...} elem E;`", node)
+        if not decl.box:
+            raise self.error(f"`{name}` is a tensor without a box: declare it as a tensor map "
+                             f"(`tensor {name} shape {{...}} box {{...}} elem E;`)", node,
+                             hint="PTX 9.7.9.27.1.2: the tensor map gives the box a tensor "
+                                  "copy moves")
+        dims = len(decl.box)
+        written = int(self.parsed.get("dim")[0])
+        coords = node.coords.items
+        if written != dims or len(coords) != dims:
+            raise self.error(f"`.{written}d` with {len(coords)} coordinate(s) on `{name}`, a "
+                             f"{dims}-dimensional tensor map", node.coords,
+                             hint=f"write `.{dims}d` and {dims} coordinate(s), innermost first")
+        exprs = tuple(compile_expr(c, self.scope) for c in coords)
+        return TensorBox(name, decl.base, decl.shape, decl.box, decl.box_bytes), exprs
+
+    def multicast(self, dst: Ref, bar: Ref, nodes: tuple) -> tuple | None:
+        """A multicast load's `ctaMask` and where its stage and barrier sit in every CTA."""
+        if not self.parsed.get("multicast"):
+            return None
+        for ref, node, what in ((dst, nodes[0], "stage"), (bar, nodes[1], "barrier")):
+            if ref.cta is not None:
+                raise self.error(f"a multicast load names its {what} in the issuing CTA, "
+                                 "without `mapa`", node, hint="the copy lands at the same "
+                                                              "offset in every CTA of "
+                                                              "`ctaMask` (PTX 9.7.9.25.4.1)")
+        mask = self.value("the ctaMask")
+        cta = self.scope.constants.get("cta", 0)
+        return (mask, cta, dst.size, bar.size)
+
     def error(self, message: str, node=None, hint: str | None = None) -> PipelineError:
         pos = getattr(node, "pos", None) or self.instr.pos
         form = f"{self.instr.opcode} {self.form}" if self.form else self.instr.opcode
@@ -266,16 +311,7 @@ def _load(o: Operands) -> tuple:
     src, src_offset = o.ref("tensor", allow_offset=True)
     size = o.value("the byte count")
     bar = o.ref("barrier")[0]
-    multicast = None
-    if o.parsed.get("multicast"):
-        for ref, node, what in ((dst, nodes[0], "stage"), (bar, nodes[3], "barrier")):
-            if ref.cta is not None:
-                raise o.error(f"a multicast load names its {what} in the issuing CTA, without "
-                              "`mapa`", node, hint="the copy lands at the same offset in every "
-                                                   "CTA of `ctaMask` (PTX 9.7.9.25.4.1)")
-        mask = o.value("the ctaMask")
-        cta = o.scope.constants.get("cta", 0)
-        multicast = (mask, cta, dst.size, bar.size)
+    multicast = o.multicast(dst, bar, (nodes[0], nodes[3]))
     _cache_policy(o)
     return (dst, offset, src, size, bar, multicast, src_offset)
 
@@ -298,9 +334,8 @@ def _wait_group(o: Operands) -> tuple:
 
 def _st_global(o: Operands) -> tuple:
     ref = o.ref("tensor")[0]
-    if o.items:
-        o.items.pop(0)
-    return (ref,)
+    value = o.items.pop(0) if o.items else None
+    return (ref, value.name if isinstance(value, Name) else None)
 
 
 MBARRIER = {
@@ -344,11 +379,23 @@ TENSOR_CORE = {
 
 def _named_barrier(o: Operands) -> tuple:
     """`a{, b}`: the barrier 0..15 and the thread count (required for `arrive`)."""
+    node = o.items[0] if o.items else None
     bar_id = o.value("the barrier id `a` (0..15)")
+    if bar_id.const is not None and not 0 <= bar_id.const <= 15:
+        raise o.error(f"a CTA has named barriers 0..15; got {bar_id.const}", node,
+                      hint="PTX 9.7.13.1: \"Each CTA instance has sixteen barriers numbered "
+                           "0..15\"")
     if not o.items and o.parsed.form.kind == "bar_arrive":
         raise o.error(f"`{o.parsed.form.stem}` takes its thread count `b` (PTX 9.7.13.1: a "
                       "non-zero thread count is required for `arrive`)")
-    return (bar_id, o.value("the thread count `b`") if o.items else None)
+    node = o.items[0] if o.items else None
+    count = o.value("the thread count `b`") if o.items else None
+    if count is not None and count.const is not None and not (
+            0 < count.const <= 1024 and count.const % 32 == 0):
+        raise o.error(f"a thread count is a multiple of the warp size (32) up to 1024; got "
+                      f"{count.const}", node, hint="PTX 9.7.13.1: \"the value must be a "
+                                                   "multiple of warp size\"")
+    return (bar_id, count)
 
 
 NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}
@@ -398,5 +445,6 @@ SETMAXNREG = {"setmaxnreg": _setmaxnreg}
 """app/sim/families/setmaxnreg.py's kind."""
 
 READERS = {**MBARRIER, **BULK_COPIES, **SMEM, **TENSOR_CORE, **NAMED_BARRIERS, **WARP,
-           **CLUSTER_BARRIER, **SETMAXNREG}
+           **CLUSTER_BARRIER, **SETMAXNREG,
+           **async_readers.READERS}
 """The operand reader of every line kind a form names (tests/lang/test_isa.py: one per kind)."""

@@ -41,6 +41,9 @@ class Pipeline:
     alone is compiled from `source` with them applied (`element_variant`)."""
     edits: tuple = ()
     """The chosen patches that apply everywhere: (start, end, new text) in `source`."""
+    deleted: tuple = ()
+    """(line in `text`, the original text, the comment) of each line a chosen toggle turned into
+    a comment only: the engine never sees it, the UI shows it struck through."""
 
     def parameters(self) -> dict:
         """Each parameter's default, range and doc, as the API's catalogue shows them."""
@@ -97,7 +100,8 @@ def load(source: str, bugs: frozenset = frozenset()) -> Pipeline:
     text = _apply(source, chosen)
     patched = syntax.parse(text) if chosen else module
     return Pipeline(source, sha256(source), text, patched, params, toggles, frozenset(bugs),
-                    broken, scoped, tuple(chosen))
+                    broken, element_edits=scoped, edits=tuple(chosen),
+                    deleted=_deleted_lines(source, text, sorted(chosen)))
 
 
 def _no_overlap(spans: list, bugs, elements: list = ()) -> None:
@@ -141,6 +145,26 @@ def element_variant(pipeline: Pipeline, agent: str, count: int, rank: int, scope
 @lru_cache(maxsize=64)
 def _parse_variant(text: str) -> syntax.Module:
     return syntax.parse(text)
+
+
+def _deleted_lines(source: str, text: str, chosen: list) -> tuple:
+    """The lines of `text` that a patch left holding only a comment (`// BUG: ...`)."""
+    out, shift = [], 0
+    for start, end, new in chosen:
+        at = start + shift
+        shift += len(new) - (end - start)
+        first = text.rfind("\n", 0, at) + 1
+        last = text.find("\n", at + len(new))
+        line = text[first:len(text) if last == -1 else last].strip()
+        if not line.startswith("//"):
+            continue
+        o_first = source.rfind("\n", 0, start) + 1
+        o_last = source.find("\n", max(end - 1, start))
+        original = " ".join(part.strip() for part in
+                            source[o_first:len(source) if o_last == -1 else o_last].splitlines()
+                            if part.strip())
+        out.append((text.count("\n", 0, at) + 1, original, line))
+    return tuple(out)
 
 
 def _params(module) -> dict[str, Param]:

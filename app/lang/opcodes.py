@@ -27,13 +27,10 @@ NOT_YET = (
     Gap("tensormap.cp_fenceproxy", "9.7.13.16", "`tensormap.cp_fenceproxy` is not modelled yet"),
     Gap("atom", "9.7.13.5", "atomics (`atom`) are not modelled yet"),
     Gap("red", "9.7.13.6", "reductions (`red`) are not modelled yet"),
-    Gap("red.async", "9.7.13.7", "`red.async` is not modelled yet"),
     Gap("mapa", "9.7.9.23", "`mapa` is an address function here, not an instruction",
         "write the address in the operand: `[mapa(empty_barrier[i], cta ^ 1)]`"),
     Gap("multimem", "9.7.9.14", "`multimem` instructions are not modelled yet"),
     Gap("multimem.cp.async.bulk", "9.7.9.26", "`multimem.cp.async.bulk` is not modelled yet"),
-    Gap("wgmma", "9.7.15.5.2", "warpgroup MMAs (`wgmma`) are not modelled yet",
-        "the engine models the tensor core's `tcgen05.mma`"),
     Gap("nanosleep", "9.7.19.2", "`nanosleep` is not modelled yet",
         "a spin on `mbarrier.test_wait` needs no sleep: every schedule is explored"),
 )
@@ -139,12 +136,12 @@ def parse(opcode: str, line: int, column: int) -> Parsed:
     if depth < len(words) and stop.children:
         close = _closest(words[depth], _children(stop), 0.8)
         if close and not (node.forms and _is_qualifier(node.forms[0], words[depth])):
-            if node.forms:
+            if node.forms and depth == entry:
                 raise fail(f"`.{words[depth]}` is not a qualifier of `{node.stem}`", depth,
                            f"did you mean `.{close}`?")
             raise fail(_unknown_instruction(words, depth), depth,
                        f"did you mean `{'.'.join([*words[:depth], close])}`?")
-    if entry == 0 or (node.gap is not None and depth > entry):
+    if entry == 0 or (depth > entry and (node.gap is not None or _leads(stop))):
         raise _unknown(words, depth, stop, fail)
     if node.gap is not None:
         gap = node.gap
@@ -209,6 +206,9 @@ def _qualifiers(node: _Node, words, entry: int, cols, fail) -> Parsed:
     for i in range(entry, len(words)):
         word = words[i]
         slot = next((s for s in first.slots if word in s.values), None)
+        if slot is not None and slot.name in written and slot.name in first.positional:
+            slot = next((s for s in first.slots if word in s.values and s.name not in written
+                         and s.name in first.positional), slot)
         if slot is not None:
             if slot.name in written:
                 raise fail(f"`.{word}`: `{stem}` already has its `.{slot.name}` "

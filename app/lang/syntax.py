@@ -115,6 +115,23 @@ class Address:
     pos: Pos
 
 
+@dataclass(frozen=True, slots=True)
+class Vector:
+    """`{a, b, ...}`: a tensor map's shape or box, or a tensor copy's coordinates."""
+
+    items: tuple
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class TensorCoords:
+    """`[tensorMap, {c0, c1, ...}]`: a tensor copy's global operand (PTX 9.7.9.27.1.2)."""
+
+    tensor: object
+    coords: Vector
+    pos: Pos
+
+
 # -------------------------------------------------------------------------------- statements
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +231,10 @@ class Array:
     pos: Pos = Pos(1, 1)
     at: str | None = None
     """`smem o ... at q;`: `o` is another view of `q`'s bytes (a union)."""
+    shape: tuple = ()
+    """A tensor map's extent in elements per dimension (innermost first), as written."""
+    box: tuple = ()
+    """A tensor map's bounding box in elements per dimension: one tile is one box."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +331,14 @@ class ToAst(Transformer):
     def tensor(self, meta, children):
         name, dim, nbytes = children
         return Array("tensor", str(name), dim, bytes=nbytes, pos=_pos(meta))
+
+    def tensor_map(self, meta, children):
+        name, shape, box, elem = children
+        return Array("tensor", str(name), None, bytes=elem, pos=_pos(meta), shape=shape,
+                     box=box)
+
+    def vector(self, meta, children):
+        return Vector(tuple(children), _pos(meta))
 
     def smem(self, meta, children):
         name, dim, nbytes, chunk, *rest = children
@@ -412,6 +441,9 @@ class ToAst(Transformer):
 
     def address(self, meta, children):
         return Address(children[0], _pos(meta))
+
+    def tensor_coords(self, meta, children):
+        return TensorCoords(children[0], children[1], _pos(meta))
 
     def operand(self, meta, children):
         return children[0]

@@ -83,10 +83,38 @@ def _missing_semicolon(text: str, err: UnexpectedInput, parser: Lark) -> Pipelin
 
 
 def _named(expected, parser: Lark) -> set[str]:
-    """Lark's names for the grammar's unnamed literals (`__ANON_2`) as the literal itself."""
+    """Lark's names for the grammar's literals (`__ANON_2`, `PIPELINESTATE`) as the literal
+    itself, spelled as the grammar spells it (`PipelineState`, not `pipelinestate`)."""
     literals = {t.name: f"`{t.pattern.value}`" for t in parser.terminals
-                if t.name.startswith("__ANON") and t.pattern.type == "str"}
+                if t.pattern.type == "str" and t.pattern.value.isidentifier()}
+    literals.update({t.name: f"`{t.pattern.value}`" for t in parser.terminals
+                     if t.name.startswith("__ANON") and t.pattern.type == "str"})
     return {literals.get(name, name) for name in expected}
+
+
+TOP_LEVEL = {"param", "tensor", "smem", "barrier", "tmem", "agent", "helper", "bug", "cluster"}
+
+
+def _unclosed_brace(text: str, pos: int) -> int | None:
+    """The line of the innermost `{` still open at `pos` (comments and strings skipped)."""
+    opened, i = [], 0
+    while i < pos:
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = pos if i == -1 else i
+        elif text.startswith("/*", i):
+            i = text.find("*/", i)
+            i = pos if i == -1 else i + 2
+        elif text[i] == '"':
+            i = text.find('"', i + 1)
+            i = pos if i == -1 else i + 1
+        else:
+            if text[i] == "{":
+                opened.append(i)
+            elif text[i] == "}" and opened:
+                opened.pop()
+            i += 1
+    return text.count("\n", 0, opened[-1]) + 1 if opened else None
 
 
 def _syntax_error(text: str, err: UnexpectedInput, parser: Lark) -> PipelineError:
@@ -103,9 +131,11 @@ def _syntax_error(text: str, err: UnexpectedInput, parser: Lark) -> PipelineErro
                                           and err.token.type == "$END"):
         lines = text.rstrip().splitlines() or [""]
         expected = expected_words(err.expected)
+        open_at = _unclosed_brace(text, len(text))
         return PipelineError(f"the text ends here, but {expected} was expected",
                              len(lines), len(lines[-1]) + 1,
-                             hint="is a `}` or a `;` missing?")
+                             hint=f"the `{{` on line {open_at} is never closed: is a `}}` missing?"
+                             if open_at else "is a `}` or a `;` missing?")
     if isinstance(err, UnexpectedToken):
         got = str(err.token)
         expected = err.expected
@@ -123,8 +153,13 @@ def _syntax_error(text: str, err: UnexpectedInput, parser: Lark) -> PipelineErro
                 want = expected_words(expected)
             return PipelineError(f"unexpected `{got[:40]}`: expected {want}", line, column,
                                  hint=_hint(got, expected))
+        hint = _hint(got, expected)
+        open_at = _unclosed_brace(text, err.token.start_pos) if got in TOP_LEVEL else None
+        if open_at:
+            hint = (f"the `{{` on line {open_at} is not closed: is a `}}` missing before this "
+                    f"line? (`{got}` starts a new declaration)")
         return PipelineError(f"unexpected `{got[:40]}`: expected {expected_words(expected)}",
-                             line, column, hint=_hint(got, expected))
+                             line, column, hint=hint)
     if isinstance(err, UnexpectedCharacters):
         char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
         hint = None

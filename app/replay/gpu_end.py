@@ -45,8 +45,12 @@ class RunEnd:
             return
         # drain what is still in flight: loads land, stores finish
         for _ in range(1_000_000):
-            if m.status != RUNNING or not m.tma:
+            if m.status != RUNNING:
                 break
+            if not m.tma:
+                if not self.family_move():  # asynchronous arrives and stores still pending
+                    break
+                continue
             if m.tma[0][OP_DIR] == STORE:
                 self.store_step(0)
             else:

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 from app.capture.codegen import KIND_NAME, RECORD_WORDS
 
-OBSERVATIONS = ("wait_parity", "wait_token", "ld_shared", "ld_global", "wait_group")
-"""Record kinds ordered by the clock read after them; every other kind by the clock before."""
+OBSERVATIONS = ("wait_parity", "wait_token", "ld_shared", "ld_global", "wait_group",
+                "cluster_wait")
+"""Record kinds ordered by the clock read after them; every other kind by the clock before (a
+`bar.sync` too: its arrival is the engine's move, and the completing arrival restarts it)."""
 
 
 class ReplayError(ValueError):

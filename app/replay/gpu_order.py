@@ -189,15 +189,30 @@ class GpuOrderReplay(RunEnd):
         self.stop_if_ended()
 
     def land_until(self, barrier: int, done) -> bool:
-        """Land chunks for `barrier` one at a time, oldest copy first, until `done()`."""
+        """Land chunks for `barrier` one at a time, oldest copy first, until `done()`; then
+        the families' own movers (an asynchronous arrive, an `st.async` landing), which the
+        GPU does not log, first pending first."""
         for _ in range(100_000):
             if done():
                 return True
             ks = self.loads(barrier=barrier)
-            if not ks:
+            if ks:
+                self.land(ks[0])
+            elif not self.family_move():
                 return done()
-            self.land(ks[0])
         return done()
+
+    def family_move(self) -> bool:
+        """Make the first ready move of a family's movers (after the built-in ones), if any."""
+        m = self.m
+        first = m.hold_base + len(m.tma)
+        ready = [n for n in m.ready if n >= first]
+        if not ready:
+            return False
+        self.move(ready[0])
+        self.landings += 1
+        self.stop_if_ended()
+        return True
 
     def land_deferring(self, barrier: int) -> None:
         """Land every chunk in flight to `barrier`, holding each chunk's complete-tx wherever the
@@ -337,9 +352,12 @@ class GpuOrderReplay(RunEnd):
         if ok_mask == full:  # every word right: the copies into this stage have landed
             for _ in range(100_000):
                 ks = self.loads(stage=stage, tile=tile)
-                if not ks:
+                if ks:
+                    self.land(ks[0])
+                elif any(t != tile for t, _ in m.chunks[stage]) and self.family_move():
+                    continue  # an asynchronous store into the stage landed first
+                else:
                     break
-                self.land(ks[0])
         else:  # words of another tile: its copy into this stage landed over the chunks read
             foreign = full & ~ok_mask & ~stale & ~never
             top = max((c for c in range(chunks) if foreign >> c & 1), default=-1)

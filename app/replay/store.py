@@ -37,6 +37,11 @@ EVENT_KINDS = {
     "wait_timeout", "tma_issued", "chunk_landed", "chunk_stored", "smem_read", "smem_write",
     "proxy_fence", "bulk_commit", "bulk_wait_returned", "mma_issued", "mma_done", "mma_commit",
     "register", "tmem_read", "trap", "store_complete", "tx_held", "wait_pending", "inval",
+    "wgmma_fence", "wgmma_issued", "wgmma_commit", "wgmma_wait_returned", "cp_async_issued",
+    "cp_async_commit", "cp_async_wait_returned", "cp_async_arrive_issued", "pending_increment",
+    "async_store_issued", "bar_arrive", "bar_completed", "cluster_arrive",
+    "cluster_barrier_completed", "cluster_wait_returned", "elect", "elect_waits",
+    "mbarrier_init_fence", "setmaxnreg", "warp_sync", "warp_sync_waits",
 }
 DIAGNOSTIC_KINDS = {
     "stale_wait", "partial_read", "stale_read", "overwrite", "deadlock", "tx_overflow",

@@ -218,7 +218,13 @@ def init_known(m, a: int, b: int, record: dict, what: str) -> None:
 def release(m, a: int, b: int) -> None:
     """An arrive on a stage's release barrier: agent `a` is done with the tiles of every stage
     that barrier releases."""
-    for stage in m.release_stages.get(b, ()):
+    stages = m.release_stages.get(b, ())
+    if m.hold_hooks:
+        held = 0
+        for hook in m.hold_hooks:
+            held |= hook(m, a, stages)
+        stages = tuple(s for s in stages if not held >> s & 1)
+    for stage in stages:
         discharge(m, stage, 1 << a)
 
 
@@ -239,3 +245,24 @@ def discharge(m, stage: int, bits: int) -> None:
             owed[key] = left
         else:
             del owed[key]
+
+
+def unread_by_store(m, stage: int, first: int, end: int, who: str, agent: str,
+                    record: dict) -> None:
+    """A write to chunks [first, end) of `stage` while a bulk store from them has not read them
+    is `overwrite`: the store may carry the new bytes to global memory. PTX 9.7.9.27.2.2 lets
+    the source be reused only once `cp.async.bulk.wait_group.read` says the store has read it;
+    until then a schedule can always leave the read for later (docs/semantics.md)."""
+    for op in m.tma:
+        if (op[OP_DIR] != STORE or op[OP_STAGE] != stage or op[OP_WRITING]
+                or op[OP_NEXT] >= end or op[OP_END] <= first):
+            continue
+        issuer = m.agents[op[OP_AGENT]].name
+        stage_name = m.stage_names[stage]
+        record["diagnostics"].append(Diagnostic.make(
+            "overwrite", m.step_no,
+            f"{who} wrote {stage_name} while the bulk store of {tile_word(m, op[OP_TILE])} "
+            f"that {issuer} issued from it had not read it yet (no "
+            "`cp.async.bulk.wait_group.read` of its group had returned): the store may write "
+            "the new bytes to global memory.", agents=[agent, issuer], stage=stage_name))
+        return

@@ -63,6 +63,17 @@ class Family:
     """Hidden per-agent registers (start at 0) that a program using the family's lines gets;
     `Machine.hidden[name]` is the register's index in each agent's register list."""
     movers: Movers | None = None
+    holds: Callable | None = None
+    """(machine, agent, stages) -> the stages (a bit each), of those an arrive of the agent on
+    their release barrier releases, that the agent still holds: an asynchronous read of them
+    is not known to be complete (a `wgmma.mma_async` before its `wgmma.wait_group`). The family
+    releases them itself later (`core.discharge`)."""
+    forget: Callable | None = None
+    """(machine, knowledge bits) -> None: a new write into these chunks (ordering.forget); a
+    family that keeps knowledge bits in its own state drops them there."""
+    reads: Callable | None = None
+    """(machine, agent, registers, name) -> None: a line reads the value named `name` (the
+    value of `st.global`); a family that writes it asynchronously checks the read."""
     slots: Callable | None = None
     """(program) -> how many knowledge slots (ordering.py) the family keeps: what its
     synchronizations release, carried to whoever they order (`Machine.slot_base[name]` is the

@@ -68,6 +68,9 @@ class Form:
     """On a barrier in another CTA the destination must be the sink `_` (no state returns)."""
     flags: tuple[str, ...] = ()
     """Modifiers the line carries in `Line.flags` (`noComplete`)."""
+    positional: tuple[str, ...] = ()
+    """Slots whose values overlap, filled in PTX's order (`.dtype.atype.btype`, `.dst.src`): a
+    word several of them take fills the first of them still empty."""
     implied: tuple[tuple[str, str], ...] = ()
     """`Line.sem` / `Line.scope` that PTX gives the form without a qualifier (a bulk copy's
     complete-tx is a release at cluster scope)."""
@@ -130,6 +133,10 @@ SECTIONS = {
     "9.7.13.16": "tensormap.cp_fenceproxy",
     "9.7.13.17": "clusterlaunchcontrol.try_cancel",
     "9.7.15.5.2": "wgmma.mma_async",
+    "9.7.15.6.3": "wgmma.mma_async.sp",
+    "9.7.15.7.1": "wgmma.fence",
+    "9.7.15.7.2": "wgmma.commit_group",
+    "9.7.15.7.3": "wgmma.wait_group",
     "9.7.16.7.1": "tcgen05.alloc, tcgen05.dealloc, tcgen05.relinquish_alloc_permit",
     "9.7.16.8.3": "tcgen05.ld",
     "9.7.16.8.4": "tcgen05.st",

@@ -184,8 +184,16 @@ class Machine:
         """Whether any line can tell a store's writes from its reads (plain `wait_group`,
         `ld.global`); where none can, a store completes with its last chunk read."""
         used = set().union(*(code.kinds for code in self.code)) - {None}
+        self.stores_read_smem = "store" in used
+        """Whether a write to shared memory must look for bulk stores that have not read it
+        (core.unread_by_store)."""
         present = [f for f in FAMILIES if used & set(f.handlers)]
         self.extra_movers = tuple(f.movers for f in present if f.movers)
+        self.hold_hooks = tuple(f.holds for f in present if f.holds)
+        self.forget_hooks = tuple(f.forget for f in present if f.forget)
+        self.read_hooks = tuple(f.reads for f in present if f.reads)
+        """Families whose state holds stages past a release, or knowledge of chunks, or
+        checks reads of values it writes asynchronously."""
         self.exit_sensitive = any(f.exits for f in present)
         """Whether an agent's exit can let another agent move (app/check/model.py)."""
         """Movers of the families this program uses, after the built-in ones."""

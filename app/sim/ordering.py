@@ -47,6 +47,9 @@ def forget(m, bits: int) -> None:
     keep = ~bits
     m.know = [k & keep for k in m.know]
     m.carried = [x & keep for x in m.carried]
+    if m.forget_hooks:
+        for hook in m.forget_hooks:
+            hook(m, bits)
 
 
 def write(m, a: int, bits: int) -> None:

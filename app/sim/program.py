@@ -157,6 +157,9 @@ class AgentProgram:
     """This mover's lane in its warp (`%laneid`; `elect.sync` elects lane 0)."""
     warp: int | None = None
     """The agent number of its warp's lane 0 (None: the agent is a warp of its own)."""
+    deleted: tuple = ()
+    """(listing index it stands before, source line, original text, comment) of each line a bug
+    toggle turned into a comment: not run, shown struck through."""
 
 
 @dataclass(frozen=True, slots=True)

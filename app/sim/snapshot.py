@@ -57,8 +57,15 @@ def layout(m) -> dict:
         "stages": [{"name": s.name, "chunks": s.chunks, "chunk_bytes": s.chunk_bytes,
                     "bytes": s.bytes, "cta": s.cta} for s in m.program.stages],
         "cluster": m.program.cluster,
-        "agents": [{"name": a.name, "role": a.role, "cta": a.cta,
-                    "program": [a.nodes[n].text for n in a.listing],
-                    "source_lines": [a.nodes[n].source_line for n in a.listing]}
-                   for a in m.agents],
+        "agents": [_agent_layout(a) for a in m.agents],
     }
+
+
+def _agent_layout(a) -> dict:
+    out = {"name": a.name, "role": a.role, "cta": a.cta,
+           "program": [a.nodes[n].text for n in a.listing],
+           "source_lines": [a.nodes[n].source_line for n in a.listing]}
+    if a.deleted:
+        out["deleted_lines"] = [{"before": before, "source_line": line, "text": text, "note": note}
+                                for before, line, text, note in a.deleted]
+    return out

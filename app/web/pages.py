@@ -20,7 +20,7 @@ from app.replay.store import NOT_TRACES
 from app.resources import static_dir, templates_dir, traces_dir
 from app.scenarios import catalogue
 from app.scenarios import get as get_scenario
-from app.web import author, learning
+from app.web import author, learning, reference
 
 templates = Jinja2Templates(directory=templates_dir())
 
@@ -39,6 +39,17 @@ def features(app: FastAPI) -> dict:
     return {"check": "/api/v1/check" in paths, "replays": "/api/v1/replays" in paths,
             "perfetto": "/api/v1/traces/{scenario_id}/perfetto" in paths,
             "replay_perfetto": "/api/v1/replays/{replay_id}/perfetto" in paths}
+
+
+BOOT_FIELDS = ("id", "title", "parameters", "bugs", "gpu", "source_sha256")
+
+
+def boot_scenario(scenario) -> dict:
+    """What a page's script reads of a scenario: not its source, lesson or toggle texts (the
+    template renders those; /api/v1/scenarios/{id} has them all), which would count against
+    the page's weight twice."""
+    whole = scenario.as_dict()
+    return {name: whole[name] for name in BOOT_FIELDS}
 
 
 def scenario_or_404(scenario_id: str):
@@ -70,30 +81,31 @@ def install(app: FastAPI) -> None:
     def inspector_page(request: Request, scenario_id: str) -> HTMLResponse:
         scenario = scenario_or_404(scenario_id)
         return page(request, "inspector.html", scenario=scenario.as_dict(), embed=False,
-                    panels=PANELS, boot={"page": "inspector", "scenario": scenario.as_dict()})
+                    panels=PANELS, boot={"page": "inspector", "scenario": boot_scenario(scenario)})
 
     @app.get("/embed/{scenario_id}", response_class=HTMLResponse, include_in_schema=False)
     def embed_page(request: Request, scenario_id: str, panels: str = "") -> HTMLResponse:
         scenario = scenario_or_404(scenario_id)
         shown = tuple(p for p in panels.split(",") if p in PANELS) or PANELS
         return page(request, "inspector.html", scenario=scenario.as_dict(), embed=True,
-                    panels=shown, boot={"page": "embed", "scenario": scenario.as_dict(),
+                    panels=shown, boot={"page": "embed", "scenario": boot_scenario(scenario),
                                         "panels": list(shown)})
 
     @app.get("/compare/{scenario_id}", response_class=HTMLResponse, include_in_schema=False)
     def compare_page(request: Request, scenario_id: str) -> HTMLResponse:
         scenario = scenario_or_404(scenario_id)
         return page(request, "compare.html", scenario=scenario.as_dict(),
-                    boot={"page": "compare", "scenario": scenario.as_dict()})
+                    boot={"page": "compare", "scenario": boot_scenario(scenario)})
 
     @app.get("/replays/{replay_id}", response_class=HTMLResponse, include_in_schema=False)
     def replay_page(request: Request, replay_id: str) -> HTMLResponse:
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,120}", replay_id):
             raise HTTPException(404, "no such replay")
         known = replay_id not in NOT_TRACES and (traces_dir() / f"{replay_id}.json").is_file()
-        scenarios = {s.id: s.as_dict() for s in catalogue().values()}
+        scenarios = {s.id: boot_scenario(s) for s in catalogue().values()}
         return page(request, "replay.html", status_code=200 if known else 404,
                     replay_id=replay_id,
                     boot={"page": "replay", "replay": replay_id, "scenarios": scenarios})
 
     learning.install(app, page, static_dir(), templates)
+    reference.install(app, page)

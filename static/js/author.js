@@ -17,7 +17,7 @@ const formNode = document.getElementById("pipe-config");
 const formError = formNode.querySelector(".form-error");
 const stateLine = root.querySelector("[data-editor-state]");
 const titleInput = formNode.querySelector("[data-title-input]");
-const EMPTY = `// A pipeline: parameters, memory, barriers, agents (see docs/language.md).
+const EMPTY = `// A pipeline: parameters, memory, barriers, agents (see /reference/language).
 param tiles = 2 in 1..100 "iterations";
 
 tensor  tile[tiles] bytes 1024;
@@ -125,10 +125,24 @@ async function check(source, values = null) {
       stateLine.textContent = `Could not check the source: ${err.message}`;
       return null;
     }
-    editor.setError({line: err.line, column: err.column, msg: err.message, hint: err.hint});
+    editor.setError(located(err, source));
+    form.markField(err.field && err.field !== "source" ? err.field : null);
     stateLine.textContent = "✗ Does not compile: see the message above.";
     return null;
   }
+}
+
+/** An error at its line: a parameter's value (`chunk_bytes` = 1000) is marked where the text
+ *  declares that parameter, and the message names it. */
+function located(err, source) {
+  if (err.line || !err.field || err.field === "source") {
+    return {line: err.line, column: err.column, msg: err.message, hint: err.hint};
+  }
+  const lines = source.split("\n");
+  const at = lines.findIndex((text) => new RegExp(`^\\s*param\\s+${err.field}\\b`).test(text));
+  const value = form.read().params[err.field];
+  return {line: at >= 0 ? at + 1 : null, column: at >= 0 ? lines[at].indexOf(err.field) + 1 : null,
+          msg: `parameter ${err.field}${value !== undefined ? ` = ${value}` : ""}: ${err.message}`, hint: err.hint};
 }
 
 // -------------------------------------------------------------------------------- running
@@ -150,7 +164,7 @@ async function runNow(step = 0) {
   } catch (err) {
     if (seq !== runSeq) return;
     formError.textContent = `${err.field && err.field !== "source" ? `${err.field}: ` : ""}${err.message}`;
-    if (err.line) editor.setError({line: err.line, column: err.column, msg: err.message, hint: err.hint});
+    if (err.line || (err.field && err.field !== "source")) editor.setError(located(err, source));
     form.markField(err.field);
     return;
   }

@@ -12,13 +12,24 @@ export const WINDOW_STEPS = 2000;  // what POST /traces holds in one window with
 
 const post = (path, body) => getJson(path, {method: "POST", body: JSON.stringify(body)});
 
-/** `POST /api/v1/pipelines/validate`; a thrown error carries `.line`, `.column`, `.hint`. */
+/** `POST /author/validate` (the API's validate, with a text that does not compile as a 200,
+ *  so typing logs no 4xx); a thrown error carries `.line`, `.column`, `.hint`. */
 export async function validate(source) {
+  let answer;
   try {
-    return await post("/api/v1/pipelines/validate", {source});
+    answer = await post("/author/validate", {source});
   } catch (err) {
     throw sourceError(err);
   }
+  if (answer && answer.valid === false) {
+    const first = answer.detail[0] || {};
+    const err = new Error(first.msg || "this pipeline does not compile");
+    err.status = 422;
+    err.field = first.loc ? first.loc[first.loc.length - 1] : null;
+    err.body = answer;
+    throw sourceError(err);
+  }
+  return answer;
 }
 
 function sourceError(err) {

@@ -17,12 +17,15 @@ let tokenSupport = true;
 const int = (name) => Number(form.elements[name].value);
 const tokenName = (name) => form.elements[name].value.trim();
 
+const noComplete = (op, box) => (form.elements[box].checked ? {...op, no_complete: true} : op);
+
 function opFrom(kind) {
   const withToken = (op, field) => (tokenName(field) ? {...op, token: tokenName(field)} : op);
   switch (kind) {
     case "init": return {op: "init", count: int("init_count")};
-    case "arrive": return withToken({op: "arrive", count: int("arrive_count")}, "arrive_token");
-    case "arrive_drop": return withToken({op: "arrive_drop", count: int("drop_count")}, "drop_token");
+    // `.noComplete` (PTX 9.7.13.15.13): its token is the one pending_count is defined for.
+    case "arrive": return noComplete(withToken({op: "arrive", count: int("arrive_count")}, "arrive_token"), "arrive_no_complete");
+    case "arrive_drop": return noComplete(withToken({op: "arrive_drop", count: int("drop_count")}, "drop_token"), "drop_no_complete");
     case "arrive_expect_tx": return withToken({op: "arrive_expect_tx", bytes: int("aetx_bytes")}, "aetx_token");
     case "expect_tx": return {op: "expect_tx", bytes: int("etx_bytes")};
     case "complete_tx": return {op: "complete_tx", bytes: int("ctx_bytes")};
@@ -38,7 +41,7 @@ export function opText(op) {
   if (op.bytes !== undefined) args.push(`${op.bytes.toLocaleString("en-US")} B`);
   if (op.parity !== undefined) args.push(`parity ${op.parity}`);
   if (op.token) args.push(TOKEN_OPS.has(op.op) ? `token ${op.token}` : `→ token ${op.token}`);
-  return `${op.op}${args.length ? ` (${args.join(", ")})` : ""}`;
+  return `${op.op}${op.no_complete ? ".noComplete" : ""}${args.length ? ` (${args.join(", ")})` : ""}`;
 }
 
 async function replay(next) {

@@ -3,7 +3,7 @@
 // (static/vendor/README.md) with raw HTML off and every link or image checked by `safeUrl`:
 // instructor text can format, link and show data: images, never run script.
 
-import {h, setAttr} from "./dom.js";
+import {h, setAttr, hold, release} from "./dom.js";
 
 let renderer = null;
 
@@ -112,7 +112,36 @@ export class CalloutCaption {
     this.onSet(this.callouts);
     this.shown = undefined;
     this.root.hidden = !this.callouts.length;
+    release(this.root);
+    this.reserve();
     if (this.step !== undefined) this.update(this.step);
+  }
+
+  /** Room for the tallest note of the tour from the start, so the panels below stay put. */
+  async reserve() {
+    const token = this.reserving = (this.reserving || 0) + 1;
+    if (!this.callouts.length || !this.root.parentNode) return;
+    const probe = this.root.cloneNode(true);
+    probe.removeAttribute("data-callout");
+    probe.setAttribute("aria-hidden", "true");
+    Object.assign(probe.style, {position: "absolute", visibility: "hidden", left: "0", top: "0", minHeight: "",
+                                width: `${this.root.getBoundingClientRect().width || this.root.parentNode.clientWidth}px`});
+    probe.hidden = false;
+    this.root.parentNode.append(probe);
+    const body = probe.querySelector(".callout-body");
+    let tallest = 0;
+    try {
+      for (const c of this.callouts.slice(0, 60)) {
+        body.replaceChildren(await renderMarkdown(c.text).catch(() => document.createTextNode(c.text)));
+        tallest = Math.max(tallest, probe.getBoundingClientRect().height);
+      }
+    } finally {
+      probe.remove();
+    }
+    if (token !== this.reserving || tallest <= (this.root.held || 0)) return;
+    this.root.held = tallest;
+    this.root.heldWidth = this.root.getBoundingClientRect().width;
+    this.root.style.minHeight = `${Math.ceil(tallest)}px`;
   }
 
   go(direction) {
@@ -140,14 +169,15 @@ export class CalloutCaption {
       this.where.textContent = `Guided tour: ${this.callouts.length} notes`;
       this.body.replaceChildren(h("p", {class: "muted"},
         upcoming ? `The first note is at step ${upcoming.step}. Step forward (→) or jump with "next note".` : ""));
+      hold(this.root);
       return;
     }
     this.where.textContent = `Note ${index + 1} of ${this.callouts.length} · step ${current.step}`;
     const token = ++this.token;
     renderMarkdown(current.text).then((fragment) => {
-      if (token === this.token) this.body.replaceChildren(fragment);
+      if (token === this.token) { this.body.replaceChildren(fragment); hold(this.root); }
     }, () => {
-      if (token === this.token) this.body.replaceChildren(h("p", {}, current.text));
+      if (token === this.token) { this.body.replaceChildren(h("p", {}, current.text)); hold(this.root); }
     });
   }
 }

@@ -17,12 +17,17 @@ export function bindControls(bar, player, overrides = {}) {
     reset: () => player.home(), back: () => player.back(), step: overrides.step || (() => player.step()),
     play: () => player.toggle(), end: () => player.end(),
   };
-  bar.addEventListener("click", (event) => {
+  // A new run binds the same bar again: detach() takes every listener of this player away, so
+  // the old run's player never answers a click, the scrubber or a key.
+  const onClick = (event) => {
     const button = event.target.closest("button[data-action]");
     if (button && actions[button.dataset.action]) actions[button.dataset.action]();
-  });
-  scrubber.addEventListener("input", () => player.seek(Number(scrubber.value)));
-  speed.addEventListener("change", () => player.setSpeed(Number(speed.value)));
+  };
+  const onScrub = () => player.seek(Number(scrubber.value));
+  const onSpeed = () => player.setSpeed(Number(speed.value));
+  bar.addEventListener("click", onClick);
+  scrubber.addEventListener("input", onScrub);
+  speed.addEventListener("change", onSpeed);
 
   const keys = bindKeys(actions, scrubber);
 
@@ -58,7 +63,12 @@ export function bindControls(bar, player, overrides = {}) {
       setText(pill.querySelector(".text"), !atEnd ? (frame.playing ? "playing" : "running")
         : flawed ? `done, ${frame.diagnostics} diagnostic${frame.diagnostics === 1 ? "" : "s"}` : `${frame.status.replace("_", " ")}`);
     },
-    detach() { keys.detach(); },
+    detach() {
+      keys.detach();
+      bar.removeEventListener("click", onClick);
+      scrubber.removeEventListener("input", onScrub);
+      speed.removeEventListener("change", onSpeed);
+    },
   };
 }
 

@@ -33,7 +33,7 @@ export class DocRun {
       scoreNode: root.querySelector("[data-predict-score]"),
       peek: async (step) => (this.doc && step <= this.last ? this.frameAt(step) : null),
       advance: () => this.player && this.player.step(),
-      onChange: () => this.player && this.onFrame(this.player.frame, this.doc),
+      onChange: () => this.player && this.draw(this.player.frame),
     }) : null;
   }
 
@@ -68,6 +68,7 @@ export class DocRun {
   }
 
   draw(frame) {
+    if (this.predictor) this.predictor.follow(frame);
     this.view.update({...frame, ...this.frameAt(frame.step)});
     if (this.caption) this.caption.update(frame.step);
     if (this.controls) this.controls.update({...frame, diagnostics: this.doc.diagnostics.length});

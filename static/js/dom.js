@@ -34,3 +34,24 @@ export function replay(node, className) {
   void node.getBoundingClientRect();
   node.classList.add(className);
 }
+
+/** Keep `node` at the tallest height it has had at this width, so what sits below it never
+ *  moves as text comes and goes from step to step (a second click on the timeline lands on
+ *  the same step). `release` forgets it (a new run, a new width). */
+export function hold(node) {
+  if (!node || node.hidden) return;
+  const box = node.getBoundingClientRect();
+  if (!box.width) return;
+  if (Math.abs((node.heldWidth || 0) - box.width) > 4) { release(node); node.heldWidth = box.width; }
+  const height = node.getBoundingClientRect().height;
+  if (height > (node.held || 0) + 0.5) {
+    node.held = height;
+    node.style.minHeight = `${Math.ceil(height)}px`;
+  }
+}
+
+export function release(node) {
+  if (!node) return;
+  node.held = 0;
+  node.style.minHeight = "";
+}

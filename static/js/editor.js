@@ -88,9 +88,11 @@ export class SourceEditor {
     } else {
       this.message.hidden = false;
       const where = error.line ? `Line ${error.line}${error.column ? `, column ${error.column}` : ""}: ` : "";
-      this.message.replaceChildren(h("b", {}, where), error.msg || "this pipeline does not compile",
+      // From its parts: replaceChildren() would print a missing part as the text "null".
+      const parts = [h("b", {}, where), error.msg || "this pipeline does not compile",
         error.hint ? h("span", {class: "hint"}, ` Hint: ${error.hint}`) : null,
-        error.line ? h("button", {type: "button", class: "link", onclick: () => this.goTo(error.line, error.column)}, "Go to the error") : null);
+        error.line ? h("button", {type: "button", class: "link", onclick: () => this.goTo(error.line, error.column)}, "Go to the error") : null];
+      this.message.replaceChildren(...parts.filter((part) => part !== null && part !== undefined));
     }
     this.draw();
   }

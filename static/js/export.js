@@ -49,6 +49,7 @@ async function main() {
               end: () => player.end()});
   }
   const draw = (frame) => {
+    predictor.follow(frame);
     view.update({...frame, ...frameAt(frame.step)});
     caption.update(frame.step);
     if (controls) controls.update({...frame, diagnostics: doc.diagnostics.length});

@@ -30,10 +30,16 @@ export function eventText(event) {
     case "mma_commit": return event.barrier ? `tcgen05.commit arrives on ${event.barrier}` : "tcgen05.commit (routed nowhere)";
     case "tmem_read": return `read the accumulator (${event.mma_done} of ${event.mma_needed} MMAs done)`;
     case "register": {
+      // The event names the register that changed (`phase`, `s`, `pipe_state`); a struct names
+      // its fields. One vocabulary: an agent's `phase` is its phase register (the parity it
+      // waits for next).
       const v = event.value || {};
-      // One vocabulary: an agent's `phase` is its phase register (the parity it waits for next).
-      const name = (k) => (k === "phase" ? "phase register" : k);
-      return `pipe_state is now ${Object.entries(v).map(([k, x]) => `${name(k)} ${x}`).join(", ")}`;
+      const name = event.name || "a register";
+      const fields = Object.entries(v);
+      const phaseNote = (k) => (k === "phase" ? " (the phase register: the parity its next wait asks for)" : "");
+      if (fields.length === 1 && fields[0][0] === name) return `${name} is now ${fields[0][1]}${phaseNote(name)}`;
+      const field = ([k, x]) => `${k} ${x}${k === "phase" ? " (its phase register)" : ""}`;
+      return `${name} is now ${fields.map(field).join(", ")}`;
     }
     default: return event.kind;
   }

@@ -50,7 +50,7 @@ const predictor = new Predictor(root.querySelector("[data-predict-panel]"), {
     return {record: at.record, snapshot: at.snapshot};
   },
   advance: () => player && player.step(),
-  onChange: () => player && scheduleUrl(player.frame.step, true),
+  onChange: () => { if (player) { view.update(player.frame); scheduleUrl(player.frame.step, true); } },
 });
 const challengeBox = document.getElementById("challenge");
 const challenge = challengeBox ? new Challenge(challengeBox, {
@@ -183,6 +183,10 @@ async function load(next, {push = false} = {}) {
                                       reset: () => player.home(), end: () => player.end()});
   player.on("frame", (frame) => {
     root.dataset.session = player.id;
+    // Local play's own measure: frames drawn, on time (within 100 ms of due), the worst delay.
+    root.dataset.playFrames = player.stats.frames;
+    root.dataset.playOnTime = player.stats.onTime;
+    predictor.follow(frame);
     view.update(frame);
     if (controls) controls.update({...frame, diagnostics: runDiagnostics.length});
     caption.update(frame.step);

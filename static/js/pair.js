@@ -10,9 +10,16 @@ import {RunView} from "./view.js";
 
 const FIELDS = ["phase", "pending_arrivals", "expected_arrivals", "tx_count"];
 
-/** The first step at which two traces differ, with a sentence saying how; null if never. */
+/** The first step at which two traces differ, with a sentence saying how; null if never.
+ *  The first step whose mover or line differs wins: a state difference before it is a
+ *  consequence folded into an earlier step (the loop counter a deleted `phase ^= 1` lets step
+ *  early), not where the runs part. With the same lines all along, the first state difference. */
 export function firstDivergence(a, b, names = ["correct", "buggy"]) {
   const n = Math.min(a.steps.length, b.steps.length);
+  for (let i = 0; i < n; i++) {
+    const why = lineDifference(a, b, a.steps[i], b.steps[i], names);
+    if (why) return {step: a.steps[i].step, why};
+  }
   for (let i = 0; i < n; i++) {
     const why = difference(a.steps[i], b.steps[i], names);
     if (why) return {step: a.steps[i].step, why};
@@ -23,6 +30,26 @@ export function firstDivergence(a, b, names = ["correct", "buggy"]) {
             why: `the ${short} run ends after step ${Math.min(a.total_steps, b.total_steps)}; the ${long} run goes on`};
   }
   return null;
+}
+
+/** The line a step ran: its agent's program line (and source line), or the engine's op. */
+function lineOf(doc, record) {
+  const agent = doc.layout.agents.find((x) => x.name === record.agent);
+  if (!agent || record.line === null || record.line === undefined) return {text: record.op, source: null};
+  return {text: agent.program[record.line] ?? record.op, source: (agent.source_lines || [])[record.line] ?? null};
+}
+
+function lineDifference(a, b, x, y, [left, right]) {
+  if (moverOf(x) !== moverOf(y)) return `${left}: ${moverOf(x)} moves; ${right}: ${moverOf(y)} moves`;
+  const lx = lineOf(a, x);
+  const ly = lineOf(b, y);
+  if (lx.text === ly.text) return null;
+  const at = (l) => (l.source ? ` (line ${l.source})` : "");
+  let why = `${x.agent} runs \`${lx.text}\`${at(lx)} in the ${left} run but \`${ly.text}\`${at(ly)} in the ${right} run`;
+  const agent = b.layout.agents.find((g) => g.name === y.agent);
+  const gone = ((agent && agent.deleted_lines) || []).find((d) => lx.text.startsWith(d.text) || d.text.startsWith(lx.text));
+  if (gone) why += `: the bug deleted \`${gone.text}\` (${gone.note})`;
+  return why;
 }
 
 function difference(x, y, names) {

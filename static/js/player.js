@@ -1,14 +1,18 @@
 // Players hold a cursor over a run and nothing else: step, back, seek, play, pause, speed.
-// SessionPlayer asks the server (over the session's WebSocket), which paces play and answers
-// every command with the state at the new cursor; LocalPlayer walks a trace document already
-// in memory (compare view, GPU replays). Both emit "frame" with the same fields.
+// SessionPlayer asks the server (over the session's WebSocket) for what it must compute (a
+// step, a pick, a seek, a reset) and plays by itself: Play walks windows of the session's trace
+// (full snapshots, GET /sessions/{id}/trace) fetched ahead of need, so playback costs the server
+// one window per few seconds of play instead of a frame per step. LocalPlayer walks a trace
+// document already in memory (compare view, GPU replays). Both emit "frame" with the same fields.
 
-import {SessionSocket} from "./trace.js";
+import {api, SessionSocket} from "./trace.js";
 
 class Emitter {
   constructor() { this.handlers = {}; }
   on(type, handler) { (this.handlers[type] ||= []).push(handler); return this; }
   emit(type, value) { for (const handler of this.handlers[type] || []) handler(value); }
+  /** A closed player draws nothing more: its page moved on to another run. */
+  forget() { this.handlers = {}; }
 }
 
 export const SPEEDS = [1, 2, 4, 8, 15, 30];
@@ -24,8 +28,11 @@ function patched(snapshot, patch) {
   return out;
 }
 
+/** A frame is on time when drawn within this many ms of its due time at the chosen speed. */
+export const ON_TIME_MS = 100;
+
 export class SessionPlayer extends Emitter {
-  constructor(view, {speed = 4} = {}) {
+  constructor(view, {speed = 4, fetchWindow = (id, from, to) => api.sessionTrace(id, {from, to, snapshots: true})} = {}) {
     super();
     this.id = view.id;
     this.frame = {step: view.step, total_steps: view.total_steps, status: view.status,
@@ -33,25 +40,36 @@ export class SessionPlayer extends Emitter {
                   playing: false, speed};
     this.seeking = false;
     this.pendingSeek = null;
+    this.fetchWindow = fetchWindow;
+    this.cache = new Map();      // step -> its record (with its snapshot), for local play
+    this.initial = null;         // the snapshot before step 1
+    this.fetching = null;        // the window being fetched: {from, to, promise}
+    this.timer = null;
+    this.clock = null;           // {anchor: ms, step}: step `step` was due at `anchor`
+    this.stats = {frames: 0, onTime: 0, late: 0, worstMs: 0, windows: 0};
     this.socket = new SessionSocket(view.id, {
       onMessage: (message) => this.receive(message),
       onOpen: (again) => {
         this.send({type: "speed", steps_per_s: this.frame.speed});
-        if (again) this.send({type: "seek", step: this.frame.step});
-        if (again && this.frame.playing) this.play(); // resume where the drop left off
+        if (again && !this.frame.playing) this.send({type: "seek", step: this.frame.step});
       },
       onDown: (code) => this.emit("down", code),
     });
   }
 
   receive(message) {
+    if (message.type === "state" && this.frame.playing && !message.changed) {
+      // Local play owns the cursor; an answer to an earlier command only renews the id.
+      if (message.id) this.id = message.id;
+      return;
+    }
     if (message.type === "state") {
       if (message.id) this.id = message.id;
       const snapshot = message.patch ? patched(this.frame.snapshot, message.patch) : message.snapshot;
       this.frame = {step: message.step, total_steps: message.total_steps, status: message.status,
                     snapshot, record: message.record, ready: message.ready,
                     playing: message.playing, speed: message.speed};
-      if (message.changed) this.emit("run", message);
+      if (message.changed) { this.cache.clear(); this.initial = null; this.emit("run", message); }
       this.emit("frame", this.frame);
       this.afterAnswer();
     } else if (message.type === "speed") {
@@ -74,23 +92,125 @@ export class SessionPlayer extends Emitter {
 
   send(command) { this.socket.send(command); }
 
-  step(agent = null) { this.send(agent ? {type: "step", agent} : {type: "step"}); }
-  back() { this.send({type: "back"}); }
+  step(agent = null) { this.stopLocal(); this.send(agent ? {type: "step", agent} : {type: "step"}); }
+  back() { this.stopLocal(); this.send({type: "back"}); }
   /** Scrubbing sends many seeks: keep one in flight and only the latest waiting. */
   seek(step) {
+    this.stopLocal();
     if (this.seeking) { this.pendingSeek = step; return; }
     this.seeking = true;
     this.send({type: "seek", step});
   }
   home() { this.seek(0); }
   end() { this.seek(this.frame.total_steps); }
-  play() { this.send({type: "play", steps_per_s: this.frame.speed, patches: true}); }
-  pause() { this.send({type: "pause"}); }
   toggle() { if (this.frame.playing) this.pause(); else this.play(); }
-  setSpeed(speed) { this.send({type: "speed", steps_per_s: speed}); }
+  setSpeed(speed) {
+    if (this.frame.playing) {
+      this.clock = {anchor: performance.now(), step: this.frame.step};
+      this.frame = {...this.frame, speed};
+      this.emit("frame", this.frame);
+      clearTimeout(this.timer);
+      this.tick();
+    }
+    this.send({type: "speed", steps_per_s: speed});
+  }
   /** Forget the steps chosen by hand: the schedule's own run, at step 0. */
-  reset() { this.send({type: "reset"}); }
-  close() { this.socket.close(); }
+  reset() { this.stopLocal(); this.send({type: "reset"}); }
+  close() { this.stopLocal(false); this.socket.close(); this.forget(); }
+
+  // ------------------------------------------------------------ play: a cursor in the browser
+
+  /** Play from the cursor (from step 0 at the end), drawing each step at its due time from the
+   *  windows fetched ahead. The server's cursor follows when play stops. */
+  play() {
+    if (this.frame.playing) return;
+    let from = this.frame.step;
+    if (from >= this.frame.total_steps) from = 0;
+    this.frame = {...this.frame, ...this.frameAt(from), playing: true};
+    // The clock starts with the first frame drawn: pressing Play when nothing is held yet waits
+    // for the first window, and the frames are due from then on.
+    this.clock = this.cache.has(from + 1) ? {anchor: performance.now(), step: from} : null;
+    this.emit("frame", this.frame);
+    this.prefetch();
+    this.tick();
+  }
+
+  pause() { this.stopLocal(); }
+
+  /** Stop local play; `sync` puts the server's cursor (and the ready movers) where it stopped. */
+  stopLocal(sync = true) {
+    if (!this.frame.playing) return;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.frame = {...this.frame, playing: false};
+    this.emit("frame", this.frame);
+    if (sync) this.send({type: "seek", step: this.frame.step});
+  }
+
+  /** The frame of `step` from the cache (the cursor's own frame when not cached). */
+  frameAt(step) {
+    if (step === 0 && this.initial) return {step: 0, record: null, snapshot: this.initial, ready: []};
+    const record = this.cache.get(step);
+    return record ? {step, record, snapshot: record.snapshot, ready: []} : {};
+  }
+
+  windowSize() { return Math.max(64, Math.min(512, Math.ceil(this.frame.speed * 8))); }
+
+  /** Ask for the next window while at least 3 s of play (or 32 steps) are still ahead. */
+  prefetch() {
+    if (this.fetching || !this.frame.playing) return;
+    const ahead = Math.max(32, this.frame.speed * 3);
+    let next = this.frame.step + 1;
+    while (this.cache.has(next)) next += 1;
+    if (next > this.frame.total_steps || next - this.frame.step > ahead) return;
+    const from = next;
+    const to = Math.min(this.frame.total_steps, from + this.windowSize() - 1);
+    const promise = this.fetchWindow(this.id, from, to).then((doc) => {
+      this.stats.windows += 1;
+      if (!this.initial && doc.initial) this.initial = doc.initial;
+      for (const record of doc.steps) this.cache.set(record.step, record);
+      for (const step of this.cache.keys()) if (step < this.frame.step - 64) this.cache.delete(step);
+    }, (err) => {
+      // No window (the server is busy or the id expired): stop where the data ends and say so.
+      this.stopLocal();
+      this.emit("error", {field: err.field || "server", message: `Play stopped: ${err.message}`});
+    }).finally(() => {
+      this.fetching = null;
+      if (this.frame.playing) { this.prefetch(); if (!this.timer) this.tick(); }
+    });
+    this.fetching = {from, to, promise};
+  }
+
+  tick() {
+    if (!this.frame.playing) return;
+    const next = this.frame.step + 1;
+    if (!this.clock) {
+      if (!this.cache.has(next)) { this.prefetch(); return; }  // the first window is on its way
+      this.clock = {anchor: performance.now() - 1000 / this.frame.speed, step: this.frame.step};
+    }
+    const due = this.clock.anchor + ((next - this.clock.step) * 1000) / this.frame.speed;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (!this.frame.playing) return;
+      if (next > this.frame.total_steps) { this.stopLocal(); return; }
+      const at = this.frameAt(next);
+      if (!at.record) {  // not fetched yet: wait for the window (the frame will be late)
+        this.prefetch();
+        if (!this.fetching) this.stopLocal();
+        return;
+      }
+      const now = performance.now();
+      const late = now - due;
+      this.stats.frames += 1;
+      if (late <= ON_TIME_MS) this.stats.onTime += 1;
+      else { this.stats.late += 1; this.clock = {anchor: now, step: next}; }
+      this.stats.worstMs = Math.max(this.stats.worstMs, Math.round(late));
+      this.frame = {...this.frame, ...at};
+      this.emit("frame", this.frame);
+      this.prefetch();
+      this.tick();
+    }, Math.max(0, due - performance.now()));
+  }
 }
 
 export class LocalPlayer extends Emitter {
@@ -143,7 +263,7 @@ export class LocalPlayer extends Emitter {
 
   toggle() { if (this.frame.playing) this.pause(); else this.play(); }
   setSpeed(speed) { this.set({speed}); }
-  close() { this.pause(); }
+  close() { this.pause(); this.forget(); }
 }
 
 /** The step record and snapshot at `step` of a trace document held in memory. */

@@ -1,10 +1,12 @@
 // Prediction mode: before a step is shown, one question about what it is about to change (will
 // this wait return on the phase it wants? what is the parity after this arrive? how many bytes
-// stay pending? who moves next?), then the step reveals and marks the answer. The question is
+// stay pending? does this read see the whole tile?), then the step reveals and marks the answer.
+// While a question is open the page hides what would answer it (the wait formula's verdict, the
+// timeline past the cursor, the diagnostics ahead): body.predicting / body.predict-on. The question is
 // read from the next step's record and snapshot: nothing is simulated here. Score per browser
 // session (sessionStorage).
 
-import {h, setText} from "./dom.js";
+import {h, hold, release, setText} from "./dom.js";
 
 const KEY = "mbi-predict-score";
 
@@ -18,7 +20,7 @@ const barrierIn = (snapshot, name) => (snapshot.barriers || []).find((b) => b.na
 const fmt = (n) => Number(n).toLocaleString("en-US");
 
 /** The question for the step from `frame` (now) to `next` ({record, snapshot} one step on), or
- *  null when there is nothing to ask (only one agent can move, or no next step). */
+ *  null when the step changes nothing a question can be about. */
 export function question(frame, next) {
   const r = next && next.record;
   if (!r) return null;
@@ -73,21 +75,22 @@ export function question(frame, next) {
         : `The phase is not complete (${b1.pending_arrivals} arrival${b1.pending_arrivals === 1 ? "" : "s"} and ${fmt(b1.tx_count)} B still pending), so the parity stays ${b1.parity}.`,
     };
   }
-  let movers = (frame.ready || []).map(moverLabel);
-  if (!movers.length) {
-    movers = before.agents.filter((a) => a.status !== "done").map((a) => a.name);
-    if ((before.tma || []).length) movers.push("TMA engine");
-    if ((before.tensor_core || []).length) movers.push("tensor core");
+  // A read: does every chunk hold the tile it wants? (Read from the stage's cells, which show
+  // what each chunk holds; no "who moves next": that asks the student to guess the scheduler.)
+  const read = events("smem_read")[0];
+  if (read) {
+    const whole = read.chunks_ok === read.chunks;
+    return {
+      kind: "read",
+      text: `${who} is about to read tile ${read.tile} from ${read.stage} (${read.chunks} chunk${read.chunks === 1 ? "" : "s"}). Does every chunk hold tile ${read.tile}?`,
+      choices: [{value: "whole", label: `Yes: all ${read.chunks} chunks are tile ${read.tile}`},
+                {value: "torn", label: "No: some chunks hold other bytes"}],
+      answer: whole ? "whole" : "torn",
+      explain: whole ? `Every chunk of ${read.stage} landed for tile ${read.tile} before the read.`
+        : `Only ${read.chunks_ok} of ${read.chunks} chunks hold tile ${read.tile}: the read ran before the rest landed.`,
+    };
   }
-  movers = [...new Set([...movers, who])];
-  if (movers.length < 2) return null;
-  return {
-    kind: "mover",
-    text: "Which agent moves next on this schedule?",
-    choices: movers.map((m) => ({value: m, label: m})),
-    answer: who,
-    explain: `${who} runs ${r.op}.`,
-  };
+  return null;
 }
 
 export function readScore() {
@@ -117,13 +120,41 @@ export class Predictor {
   setOn(on) {
     this.on = Boolean(on);
     if (this.toggle) this.toggle.checked = this.on;
-    if (!this.on) { this.pending = null; this.panel.hidden = true; this.panel.replaceChildren(); }
-    else this.panel.hidden = false;
-    if (this.on && !this.panel.childElementCount) {
-      this.panel.replaceChildren(h("p", {class: "muted"}, "Prediction mode: press Step (→) and answer before the step is shown."));
+    document.body.classList.toggle("predict-on", this.on);
+    if (!this.on) {
+      this.setPending(null);
+      this.answered = null;
+      this.panel.hidden = true;
+      this.panel.replaceChildren();
+      release(this.panel);
     }
+    else this.panel.hidden = false;
+    if (this.on && !this.panel.childElementCount) this.intro();
     this.showScore();
     this.onChange(this.on);
+  }
+
+  intro() {
+    this.panel.replaceChildren(h("p", {class: "muted"}, "Prediction mode: press Step (→) and answer before the step is shown."));
+    hold(this.panel);
+  }
+
+  setPending(q) {
+    this.pending = q;
+    document.body.classList.toggle("predicting", Boolean(q));
+  }
+
+  /** Every frame drawn: a question about another step than the one it asked (Play, a seek,
+   *  Back) closes unanswered, and an answer leaves once the cursor leaves its step. */
+  follow(frame) {
+    if (this.pending && (frame.playing || frame.step !== this.pending.from)) {
+      this.setPending(null);
+      this.answered = null;
+      this.intro();
+    } else if (!this.pending && this.answered !== null && this.answered !== undefined && frame.step !== this.answered) {
+      this.answered = null;
+      this.intro();
+    }
   }
 
   showScore() {
@@ -137,29 +168,33 @@ export class Predictor {
     if (!this.on) return this.advance();
     if (this.pending) {
       const first = this.panel.querySelector("[data-choice]");
-      if (first) first.focus();
+      if (first) first.focus({preventScroll: true});
       return undefined;
     }
+    if (frame.playing) return this.advance();
     if (frame.step >= frame.total_steps && frame.status !== "running") return this.advance();
     let next = null;
     try { next = await this.peek(frame.step + 1); } catch (err) { next = null; }
     const q = next ? question(frame, next) : null;
-    if (!q) return this.advance();
-    this.pending = q;
+    if (!q || !this.on) return this.advance();
+    this.setPending({...q, from: frame.step});
     const buttons = q.choices.map((c) => h("button", {type: "button", class: "choice", dataset: {choice: c.value},
                                                       onclick: () => this.answer(c.value)}, c.label));
     this.panel.hidden = false;
     this.panel.replaceChildren(
       h("p", {class: "predict-q", dataset: {predict: q.kind}, id: "predict-q"}, h("b", {}, `Predict step ${frame.step + 1}: `), q.text),
       h("div", {class: "choices", role: "group", "aria-labelledby": "predict-q"}, buttons));
-    buttons[0].focus();
+    hold(this.panel);
+    // Focus for the keys, without scrolling the page to the panel.
+    buttons[0].focus({preventScroll: true});
     return undefined;
   }
 
   answer(value) {
     const q = this.pending;
     if (!q) return;
-    this.pending = null;
+    this.setPending(null);
+    this.answered = q.from + 1;
     const right = value === q.answer;
     const score = readScore();
     score.asked += 1;
@@ -174,6 +209,7 @@ export class Predictor {
     this.panel.append(h("p", {class: `predict-result ${right ? "right" : "wrong"}`, role: "status",
                               dataset: {predictResult: right ? "right" : "wrong"}},
       h("b", {}, right ? "✓ Right. " : `✗ Not quite: ${label}. `), q.explain));
+    hold(this.panel);
     this.showScore();
     this.advance();
   }

@@ -93,6 +93,44 @@ function sentences(doc) {
   return out;
 }
 
+/** The endings silicon showed that the model's search reaches (rows of a version-3 section). */
+export function siliconAgrees(row) {
+  const reachable = row.model && Array.isArray(row.model.reachable) ? row.model.reachable : null;
+  if (!reachable || !Array.isArray(row.silicon)) return null;
+  const missing = row.silicon.filter((ending) => !reachable.includes(ending));
+  return {ok: missing.length === 0, missing};
+}
+
+const SECTIONS = [
+  {key: "no_complete", title: "mbarrier.arrive.noComplete: what silicon does with it"},
+  {key: "remote_after_exit", title: "A remote access to a CTA that has exited"},
+];
+
+function siliconTable(section, {key, title}) {
+  const rows = Array.isArray(section.rows) ? section.rows : [];
+  if (!rows.length) return null;
+  const endings = (row) => (row.endings && typeof row.endings === "object"
+    ? Object.entries(row.endings).map(([k, v]) => `${count(v)} ${k}`).join(", ") : "");
+  const body = rows.map((row) => {
+    const verdict = siliconAgrees(row);
+    return h("tr", {dataset: {probe: row.probe || ""}},
+      h("th", {scope: "row"}, h("code", {}, row.probe || "?")),
+      h("td", {}, row.program || "", row.delay_us !== undefined ? h("span", {class: "muted"}, ` (after ${count(row.delay_us)} µs)`) : null),
+      h("td", {}, [row.outcome || "", endings(row) ? ` Launches: ${endings(row)}.` : ""].join("")),
+      h("td", {}, Array.isArray(row.silicon) ? row.silicon.join(", ") : "–"),
+      h("td", {}, row.model && Array.isArray(row.model.reachable) ? row.model.reachable.join(", ") : "–"),
+      h("td", {class: verdict ? (verdict.ok ? "agrees" : "disagrees") : "", dataset: {agrees: verdict ? String(verdict.ok) : "unknown"}},
+        verdict ? (verdict.ok ? "✓ reachable" : `✗ not reachable: ${verdict.missing.join(", ")}`) : ""));
+  });
+  return h("div", {class: "probes-silicon", dataset: {section: key}},
+    h("h3", {}, title),
+    section.program ? h("p", {class: "muted"}, section.program) : null,
+    h("div", {class: "table-wrap"}, h("table", {class: "probes-table", dataset: {table: key}},
+      h("thead", {}, h("tr", {}, ...["probe", "program", "what the GPU did", "silicon", "the model can reach", ""].map(
+        (t) => h("th", {scope: "col"}, t)))),
+      h("tbody", {}, body))));
+}
+
 /** Fill `body` with the probes document's tables and sentences. */
 export function renderProbes(body, doc) {
   const device = doc.device && doc.device.device ? `Measured on an ${doc.device.device}` : "Measured on a GPU";
@@ -104,6 +142,7 @@ export function renderProbes(body, doc) {
       : null,
     singleTable(doc.probes),
     ...sentences(doc),
+    ...SECTIONS.map((section) => (doc[section.key] ? siliconTable(doc[section.key], section) : null)),
   ].filter(Boolean);
   if (parts.length === 1) parts.push(h("p", {}, "The probes file holds no measurements."));
   body.replaceChildren(...parts);

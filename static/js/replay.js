@@ -38,10 +38,25 @@ async function main() {
   const player = showPair(page, {doc: gpu, title: `Real GPU: ${deviceName(s)}`},
                           {doc: sim, title: "Simulation (round robin)"},
                           {step, names: ["GPU", "simulation"], divergence: false, marked});
+  showPills(gpu, sim, simError);
   showVerdict(document.getElementById("divergence"), c, simError, player);
   showFigures(c, s.ctas);
   downloads(s);
   probes(scenario.bugs || []);
+}
+
+/** Two runs, two endings: the GPU's and the model's, each in its own pill (one pill would give
+ *  the simulation's "undefined behavior" for a GPU run that finished). */
+function showPills(gpu, sim, simError) {
+  const one = document.querySelector("#transport .status-pill");
+  const gpuStatus = (gpu.source && gpu.source.conformance && gpu.source.conformance.status
+    && gpu.source.conformance.status.gpu) || gpu.status;
+  const pill = (who, status, text) => h("span", {class: "status-pill", dataset: {status, pill: who}},
+    h("span", {class: "shape", "aria-hidden": "true"}), h("span", {class: "text"}, text));
+  const words = (status) => String(status).replaceAll("_", " ");
+  one.replaceWith(pill("gpu", gpuStatus, `GPU: ${words(gpuStatus)}`),
+                  pill("model", simError ? "undefined_behavior" : sim.status,
+                       simError ? "model: could not run" : `model: ${words(sim.status)}`));
 }
 
 function deviceName(s) {

@@ -8,6 +8,7 @@ import * as diagnostics from "./render/diagnostics.js";
 import * as now from "./render/now.js";
 import * as stages from "./render/stages.js";
 import * as timeline from "./render/timeline.js";
+import {hold, release} from "./dom.js";
 
 export class RunView {
   constructor(root, {onSeek = () => {}, onMove = () => {}} = {}) {
@@ -27,7 +28,21 @@ export class RunView {
     }
   }
 
-  setLayout(layout) { this.layout = layout; }
+  /** A new run: the frame held belongs to the old one (its stages, chunks and agents may not
+   *  exist in this layout), so nothing is drawn until a frame of this run arrives. */
+  setLayout(layout) {
+    this.layout = layout;
+    this.frame = null;
+    for (const node of this.held()) release(node);
+  }
+
+  /** What keeps its tallest height through a run: the step line, the wait formula, the cards,
+   *  the lanes, the stages and the grid they sit in. */
+  held() {
+    return ["now", "agents", "stages"].map((name) => this.part(name))
+      .concat([this.root.querySelector("[data-formula]"), this.root.querySelector(".barrier-cards"),
+               this.root.querySelector(".grid")]).filter(Boolean);
+  }
   setTimeline(model) { this.timeline = model; if (this.frame) this.drawTimeline(); }
   setDiagnostics(list) { this.diagnostics = list || []; if (this.frame) this.update(this.frame); }
   setManual(on) {
@@ -64,6 +79,7 @@ export class RunView {
     if (part("barriers")) barriers.render(part("barriers"), frame, this.layout);
     if (part("stages")) stages.render(part("stages").querySelector(".stage-list"), frame, this.layout);
     if (part("diagnostics")) diagnostics.render(part("diagnostics"), frame, this.diagnostics, this.ctx);
+    for (const node of this.held()) hold(node);
     this.drawTimeline();
   }
 }

@@ -226,6 +226,8 @@ def test_a_500_is_json_and_says_nosniff():
     ("PUT", f"{API}/sessions", "POST"),
     ("POST", "/static/js/trace.js", "GET, HEAD"),
     ("DELETE", f"{API}/health", "GET"),
+    ("OPTIONS", f"{API}/check/stream", "GET, POST"),
+    ("PUT", f"{API}/check", "POST"),
 ])
 def test_a_405_names_the_methods_that_work(client, method, path, allow):
     response = client.request(method, path)

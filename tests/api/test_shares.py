@@ -12,6 +12,7 @@ from dataclasses import replace
 import anyio
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from app.api import runstore
 from app.api.routes import check as check_routes
@@ -187,21 +188,29 @@ def test_a_session_holds_at_most_its_share_of_streams(client, monkeypatch):
         assert again.receive_json()["type"] == "state"  # given back when they closed
 
 
-def test_an_address_holds_at_most_its_share_of_streams(client, monkeypatch):
+def test_an_address_holds_at_most_its_share_of_streams(monkeypatch):
     monkeypatch.setattr(clients, "settings", replace(clients.settings, streams_per_address=2))
+    with TestClient(app, client=("10.4.5.6", 5000)) as client:
+        _three_sockets_from_one_address(client)
+    with TestClient(app) as local:  # loopback: a local user, no per-address share
+        _three_sockets_from_one_address(local, refused=False)
+
+
+def _three_sockets_from_one_address(client, refused: bool = True) -> None:
     ids = [create(client)["id"] for _ in range(3)]
     with client.websocket_connect(f"{API}/sessions/{ids[0]}/ws") as one, \
             client.websocket_connect(f"{API}/sessions/{ids[1]}/ws") as two:
         one.receive_json()
         two.receive_json()
         with client.websocket_connect(f"{API}/sessions/{ids[2]}/ws") as three:
-            assert three.receive_json()["status"] == 429
+            answer = three.receive_json()
+            assert answer.get("status") == 429 if refused else answer["type"] == "state"
     with client.websocket_connect(f"{API}/sessions/{ids[2]}/ws") as later:
         assert later.receive_json()["type"] == "state"
 
 
 async def _two_checks_from_one_address() -> list[int]:
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx.ASGITransport(app=app, client=("10.7.7.7", 4000))
     async with httpx.AsyncClient(transport=transport, base_url="http://test",
                                  timeout=60) as client:
         codes: list[int] = []

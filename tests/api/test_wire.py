@@ -254,6 +254,8 @@ def test_past_the_concurrency_limit_new_requests_get_503(server):
         finally:
             for _, writer in held:
                 writer.close()
-        return response.status_code
+        return response.status_code, response.headers.get("retry-after"), response.json()
 
-    assert run_async(scenario, 60) == 503
+    status, retry, body = run_async(scenario, 60)
+    assert status == 503 and int(retry) >= 1
+    assert body["detail"][0]["loc"] == ["server", "busy"]

@@ -24,7 +24,7 @@ from tests.asyncutil import run_async
 from tests.check.programs import ARRIVES_FOREVER
 
 API = "/api/v1"
-SLACK_S = 4.0
+SLACK_S = 8.0
 """Generous room for a loaded machine; what is asserted is that the end comes, and soon."""
 EXPLOSIVE = {"scenario": "double_buffer_tma", "params": {"stages": 4, "tiles": 8,
                                                           "consumers": 4}}
@@ -130,7 +130,8 @@ def test_shutdown_ends_a_pool_whose_job_never_stops(pool):
 
 
 def test_a_build_past_its_deadline_is_503(client, monkeypatch):
-    monkeypatch.setattr(work.builds, "timeout_s", 0.3)
+    assert client.post(f"{API}/traces", json={"scenario": "single_barrier"}).status_code == 200
+    monkeypatch.setattr(work.builds, "timeout_s", 0.3)  # the pool has started: time the build
     started = time.monotonic()
     response = client.post(f"{API}/traces", json={"source": ARRIVES_FOREVER, "to": 1})
     assert response.status_code == 503, response.text[:200]
@@ -163,7 +164,7 @@ def test_a_check_queued_behind_two_explosive_ones_is_answered_within_its_timeout
     queued = [a for a in answers if a[0] == "queued"]
     explosive = [a for a in answers if a[0] == "explosive"]
     assert queued[0][1] in (200, 503) and queued[0][2] < 2 + 1 + SLACK_S
-    assert all(code == 200 and took < 6 + 1 + SLACK_S for _, code, took in explosive)
+    assert all(code == 200 and took < 6 + 1 + SLACK_S for _, code, took in explosive), answers
 
 
 def _start_a_check(base: str) -> None:

@@ -232,11 +232,13 @@ def test_authored_lesson_shows_the_same_step_snapshot_and_note_everywhere(page, 
     shot(opened, "authored-export-offline-step-15")
     # Prediction mode reads the snapshot at the cursor in the file too.
     opened.locator("[data-predict-toggle]").check()
+    seek(opened, 12)
     opened.locator('[data-action="step"]').click()
-    expect(opened.locator("[data-predict]")).to_be_visible()
-    opened.locator("[data-choice]").first.click()
-    expect(opened.locator("[data-predict-result]")).to_be_visible()
-    expect_step(opened, 16)
+    expect(opened.locator("[data-predict]")).to_have_attribute("data-predict", "wait")
+    opened.locator('[data-choice="stale"]').click()
+    result = opened.locator("[data-predict-result]")
+    expect(result).to_have_attribute("data-predict-result", "right")
+    expect_step(opened, 13)
     assert all(url.startswith(("file:", "blob:", "data:")) for url in requests), requests
     assert errors == []
     offline.close()
@@ -319,7 +321,10 @@ def test_form_comes_from_the_declarations_and_run_takes_it(page):
 def test_start_from_loads_every_built_in(page, base_url):
     open_author(page)
     select = page.locator("[data-start-from]")
-    assert select.locator("option").evaluate_all("os => os.map(o => o.value)") == [*BUILT_INS, ""]
+    listed = httpx.get(f"{base_url}/api/v1/scenarios", timeout=30).json()["scenarios"]
+    catalogue = [s["id"] for s in listed]
+    assert set(BUILT_INS) <= set(catalogue)
+    assert select.locator("option").evaluate_all("os => os.map(o => o.value)") == [*catalogue, ""]
     for scenario in BUILT_INS:
         source = httpx.get(f"{base_url}/api/v1/scenarios/{scenario}").json()["source"]
         select.select_option(scenario)

@@ -338,15 +338,19 @@ def test_play_and_pause_over_the_websocket(page):
 def test_compare_view_marks_the_first_divergence(page):
     page.goto("/compare/single_barrier?bugs=forget_phase_toggle")
     note = page.locator("#divergence")
-    expect(note).to_have_attribute("data-divergence", "9")
-    expect(note).to_contain_text("i register")
+    # The runs part where the buggy thread has no `phase ^= 1` (step 10), not at the loop
+    # counter that the deleted line lets step one step early (issue 21, item 6).
+    expect(note).to_have_attribute("data-divergence", "10")
+    expect(note).to_contain_text("runs `phase ^= 1;` (line 18) in the correct run")
+    expect(note).to_contain_text("the bug deleted `phase ^= 1;` (// BUG: phase ^= 1 is missing)")
+    expect(note).not_to_contain_text("i register")
     expect(page.locator(".divergence-mark[visibility=visible]")).to_have_count(2)
     note.get_by_role("button").click()
-    expect_step(page, 9)
+    expect_step(page, 10)
     left = page.evaluate(READ_CARDS, "left")
     right = page.evaluate(READ_CARDS, "right")
     assert left and right
-    for _ in range(4):
+    for _ in range(3):
         page.keyboard.press("ArrowRight")
     expect_step(page, 13)
     expect(page.locator('[data-run="right"] [data-diagnostic="stale_wait"]')).to_be_visible()

@@ -320,3 +320,56 @@ def test_an_ordering_the_generator_would_not_spell_is_refused(line, spelled):
     cfg = from_source(f"barrier bar = 1;\nagent thread {{\n    {line}\n}}\n").resolve({}, [])
     with pytest.raises(CodegenError, match=f"issues this as \\{spelled}"):
         generate(cfg.program, "ordering")
+
+
+ASYNC_PROGRAMS = ["wgmma_ring", "wgmma_pipelined", "cp_async_groups", "cp_async_mbarrier",
+                  "st_async", "red_async", "bulk_reduce", "tensor_box"]
+
+
+def _program_source(name: str, bugs=()) -> tuple[str, object]:
+    from tests.sim.semantics_helpers import config, source
+
+    cfg = config(source(name), bugs)
+    return generate(cfg.program, name, dict(cfg.params), cfg.bugs), cfg
+
+
+def test_the_asynchronous_families_spell_their_ptx():
+    text, _ = _program_source("wgmma_ring")
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, " in text
+    assert 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");' in text
+    assert "__launch_bounds__(160, 1)" in text  # the producer's warp, the consumer's four
+    assert "warp_agent(warp)" in text
+    text, _ = _program_source("cp_async_mbarrier", ["inc"])
+    assert "cp.async.cg.shared.global [%0], [%1], 16;" in text
+    assert "cp.async.mbarrier.arrive.shared::cta.b64 [%0];" in text
+    text, _ = _program_source("cp_async_mbarrier")
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" in text
+    text, _ = _program_source("st_async")
+    assert ("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], "
+            "{%1, %2, %3, %4}, [%5];") in text
+    text, _ = _program_source("bulk_reduce")
+    assert "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" in text
+    text, cfg = _program_source("tensor_box")
+    assert ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+            "[%0], [%1, {%2, %3}], [%4];") in text
+    assert "fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" in text
+    assert "check_box_0(" in text and "box_oob_0(" in text
+    lay = layout(cfg.program)
+    assert [box.name for _, box in lay.tensor_maps] == ["A"]
+    assert lay.map_offset % 128 == 0 and lay.gmem_cta_bytes >= lay.map_offset + 128
+    # a program without warpgroups keeps one warp per agent, as every shipped kernel does
+    text, _ = _program_source("cp_async_groups")
+    assert "__launch_bounds__(32 * AGENTS_PER_CTA, 1)" in text and "warp_agent" not in text
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (no GPU needed)")
+@pytest.mark.parametrize("name", ASYNC_PROGRAMS)
+def test_the_asynchronous_families_compile_with_nvcc_for_sm_90a(tmp_path, name):
+    text, _ = _program_source(name)
+    src = tmp_path / f"{name}.cu"
+    src.write_text(text)
+    proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "-cubin", "-o",
+                           str(tmp_path / f"{name}.cubin"), str(src)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "warning" not in proc.stderr.lower(), proc.stderr[-3000:]

@@ -75,8 +75,8 @@ def test_a_try_wait_that_may_fail_is_one_try_with_its_hint():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("agent p lanes 2 { bar.sync 1, 64; }\n", "an agent of `lanes 2` is not one warp"),
-    ("agent p warps 4 { bar.sync 1, 128; }\n", "an agent of `warps 4` is not one warp"),
+    ("agent p warps 4 { int e = 0; elect.sync _|e, 0xffffffff; }\n",
+     "in an agent of `warps 4`: in the kernel each of its warps"),
     ("agent p { bar.sync 1; }\n", "without a thread count"),
     ("agent p { bar.sync 15, 32; }\n", "the kernel ends on barrier 15"),
 ])
@@ -89,7 +89,8 @@ NVCC = shutil.which("nvcc")
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (no GPU needed)")
-@pytest.mark.parametrize("name", ["named_barrier", "cluster_init", "try_then_wait", "elect"])
+@pytest.mark.parametrize("name", ["named_barrier", "cluster_init", "try_then_wait", "elect",
+                                  "elected_lane"])
 def test_the_kernels_compile_with_nvcc_for_sm_90a(tmp_path, name):
     texts = {"try_then_wait": TRY_THEN_WAIT, "elect": ELECT}
     text = texts.get(name) or (PROGRAMS / f"{name}.pipe").read_text()
@@ -103,3 +104,12 @@ def test_the_kernels_compile_with_nvcc_for_sm_90a(tmp_path, name):
     warnings = [w for w in proc.stderr.splitlines() if "warning" in w.lower()
                 and '"token"' not in w and not w.startswith("Remark")]
     assert warnings == [], proc.stderr[-3000:]
+
+
+def test_an_agent_of_four_warps_runs_as_a_warpgroup():
+    """`warps 4` stands for 128 threads: the kernel runs the agent as four warps (the first
+    issues and logs), so its named-barrier arrival counts 128 threads, as the engine does."""
+    text = kernel("agent p warps 4 { bar.sync 1, 160; }\nagent q { bar.sync 1, 160; }\n")
+    assert "__launch_bounds__(160, 1)" in text
+    assert "case 0: return 0;" in text and "c.lane = (threadIdx.x & 31) + 32 * warp_sub(warp);" \
+        in text

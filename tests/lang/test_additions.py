@@ -745,3 +745,61 @@ def test_an_element_scoped_toggle_patches_every_lane_of_that_warp():
     assert r.status == "deadlock"
     waits = {s["agent"]: s["operands"]["parity"] for s in steps(r) if "try_wait" in s["op"]}
     assert waits == {"w0.lane0": 0, "w0.lane1": 0}  # warp 1's lanes wait for parity 1 forever
+
+
+def test_views_are_one_resource_to_the_partial_order_reduction():
+    """st.shared through the epilogue view and the ring's loads and reads are lines the
+    partial-order reduction knows (app/check/por.py): it must not take a write through one view
+    and a read of the other for independent moves."""
+    from app.check.engine import Explorer, Limits
+    from app.check.por import Independence
+
+    text = UNION.replace("""        fence.proxy.async.shared::cta;
+        cp.async.bulk.global.shared::cta.bulk_group [out], [epi], 4096;
+        cp.async.bulk.commit_group;
+        cp.async.bulk.wait_group.read 0;
+""", "")
+    bound = Limits(max_states=300_000, timeout_s=3600.0)
+    cfg = from_source(text).resolve({}, ["epilogue_before_peers"])
+    explorer = Explorer(cfg)
+    assert isinstance(explorer.independence, Independence)
+    assert "overwrite" in explorer.explore(bound).found
+    assert not Explorer(from_source(text).resolve({}, [])).explore(bound).found
+
+
+SPIN_CASES = [
+    ("advance", ADVANCE, {"stages": 2}, []),
+    ("conditional, min, max", EXPRS, {}, []),
+    ("register array", PHASES.replace("int j = 0;", "int j = 0;\n    int want = 0;").replace(
+        "[b[j]], ph[j];", "[b[j]], want;").replace("ph[j] ^= 1; j = (j + 1) % stages;",
+                                                    "ph[j] ^= 1; j = (j + 1) % stages; "
+                                                    "want = ph[j];"), {"stages": 2}, []),
+    ("element-scoped toggle", RING, {"consumers": 2, "tiles": 2, "stages": 1},
+     ["second_skips_release"]),
+]
+
+
+@pytest.mark.parametrize(("what", "text", "params", "bugs"), SPIN_CASES,
+                         ids=[c[0] for c in SPIN_CASES])
+def test_spin_agrees_with_the_checker_on_the_additions(tmp_path, what, text, params, bugs):
+    from app.check.engine import Explorer, Limits
+    from app.check.promela_spin import SpinMissing, reachable, tools
+
+    try:
+        tools()
+    except SpinMissing as err:
+        pytest.skip(str(err))
+    cfg = from_source(text).resolve(params, bugs)
+    found = Explorer(cfg).explore(Limits(max_states=300_000, timeout_s=3600.0)).found
+    spin = reachable(cfg, tmp_path / "reach", optimize="-O0")
+    assert all(run.complete for run in spin.values())
+    assert {k for k, run in spin.items() if run.reached} == set(found)
+
+
+def test_the_promela_export_refuses_views_and_parts_of_tiles_by_name():
+    from app.check.promela import NotExported, export
+
+    with pytest.raises(NotExported, match="views of shared memory"):
+        export(from_source(UNION).resolve({}, []))
+    with pytest.raises(NotExported, match="a copy of part of a tile"):
+        export(from_source(HALVES).resolve({"tiles": 1}, []))

@@ -50,7 +50,8 @@ def test_trace_and_check_run_a_file_with_any_parameter(tmp_path, capsys):
 def test_a_reader_that_leaves_early_gets_no_traceback():
     import subprocess
     import sys
-    cmd = f"{sys.executable} -m app.cli check double_buffer_tma --steps | head -c 10"
+    cmd = (f"{sys.executable} -m app.cli trace double_buffer_tma --param tiles=100 "
+           "| head -c 10")  # megabytes: far more than a pipe buffers
     done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
                           timeout=600)
     assert "Traceback" not in done.stderr, done.stderr

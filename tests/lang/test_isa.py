@@ -59,8 +59,9 @@ def test_slots_are_well_formed():
     for form in opcodes.FORMS:
         names = [s.name for s in form.slots]
         assert len(names) == len(set(names)), form.stem
-        words = [v for s in form.slots for v in s.values]
+        words = [v for s in form.slots if s.name not in form.positional for v in s.values]
         assert len(words) == len(set(words)), f"{form.stem}: a qualifier fills one slot"
+        assert set(form.positional) <= set(names), form.stem
         for s in form.slots:
             assert s.modelled is None or set(s.modelled) <= set(s.values), (form.stem, s.name)
             assert s.default is None or s.default in s.values, (form.stem, s.name)

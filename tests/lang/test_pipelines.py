@@ -75,6 +75,13 @@ def test_a_toggle_is_the_same_trace_as_its_edit_made_by_hand(scenario_id, bug):
         b = Run.complete(by_edit, schedule).document(snapshots=True)
         for doc in (a, b):
             doc.pop("scenario")
+        # The toggle also says which lines it deleted (the UI strikes them through); what runs
+        # is the same as the edit made by hand, which deletes nothing the engine can name.
+        deleted = [agent.pop("deleted_lines", []) for agent in a["layout"]["agents"]]
+        assert not any("deleted_lines" in agent for agent in b["layout"]["agents"])
+        for agent in deleted:
+            for line in agent:
+                assert line["note"].startswith("//") and line["text"] not in line["note"][:2]
         assert a == b
 
 

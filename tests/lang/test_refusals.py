@@ -164,12 +164,20 @@ REFUSED = [
      "the form is `cp.async.bulk.wait_group.read N;`", "state"),
     # instructions PTX has and the engine does not model yet: a gap, not a typo
     ("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-     "[s], [tile[0]], [bar];", "tensor copies are not modelled yet",
-     "the engine models flat bulk copies (`cp.async.bulk.shared::cluster.global.mbarrier::"
-     "complete_tx::bytes` of the box's bytes) today (PTX 9.7.9.27.1.2)", "tensor"),
+     "[s], [tile[0]], [bar];",
+     "expected a tensor map and its coordinates, like `[A, {0, k * 64}]`",
+     "the form is `cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::"
+     "bytes [smem[i]], [tensorMap, {c0, ...}], [barrier] {, ctaMask} {, cache-policy};`",
+     "[tile[0]]"),
     ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-     "[s], [tmap, {x, y}], [bar];", "tensor copies are not modelled yet",
-     "...(PTX 9.7.9.27.1.2)", "tensor"),
+     "[s], [tile, {x, y}], [bar];",
+     "`tile` is a tensor without a box: declare it as a tensor map (`tensor tile shape {...} "
+     "box {...} elem E;`)", "PTX 9.7.9.27.1.2: the tensor map gives the box a tensor copy "
+                            "moves", "[tile, {x, y}]"),
+    ("cp.async.bulk.tensor.2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+     "[s], [tile, {x, y}], [bar];", "`.im2col` is not modelled",
+     "the engine models `.tile` (the box as it is); gather, scatter and im2col modes are not "
+     "modelled", "im2col"),
     ("fence.mbarrier_init.release.cta;", "`.cta` is not a `.scope` of `fence.mbarrier_init`",
      "PTX 9.7.13.4: its `.scope` is `.cluster`", "cta"),
     ("barrier.cluster.arrive.acquire;", "`.acquire` is not a `.sem` of `barrier.cluster.arrive`",
@@ -194,10 +202,11 @@ REFUSED = [
     ("tcgen05.fence::before_thread_sync;",
      "`tcgen05.fence::before_thread_sync` is not modelled yet", "PTX 9.7.16.11.1",
      "fence::before_thread_sync"),
-    ("wgmma.fence.sync.aligned;", "warpgroup MMAs (`wgmma`) are not modelled yet",
-     "...(PTX 9.7.15.5.2)", "wgmma"),
-    ("cp.async.ca.shared.global [s], [tile[0]], 16;",
-     "non-bulk `cp.async` copies are not modelled yet", "...(PTX 9.7.9.25.3.1)", "async"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 acc, [s], tile[0];",
+     "sparse warpgroup MMAs are not modelled yet", "PTX 9.7.15.6.3", "sp"),
+    ("cp.async.ca.shared.global [s], [tile[0]], 16, 8;",
+     "`src-size` and `ignore-src` (a copy that fills with zeros) are not modelled",
+     "the engine tracks which tile each chunk holds; leave the operand out", "8;"),
     ("fence.proxy.asynk;", "`fence.proxy.asynk` is not an instruction the engine knows",
      "did you mean `fence.proxy.async`?", "asynk"),
     ("cp.async.bulk;", "`cp.async.bulk` is not a whole instruction",
@@ -315,12 +324,13 @@ def client():
 API_CASES = [next(c for c in REFUSED if c[1] == message) for message in (
     "`.parityy` is not a qualifier of `mbarrier.try_wait`",
     "`mbarrier.try_wait.parity` cannot take a barrier in another CTA (`mapa`)",
-    "tensor copies are not modelled yet",
-    "`.phase_type::conditional` is not modelled")] + [c for c in REFUSED if "{x, y}" in c[0]]
+    "`.im2col` is not modelled",
+    "`.phase_type::conditional` is not modelled")] + [
+    c for c in REFUSED if "[tile, {x, y}], [bar]" in c[0]][:1]
 
 
 @pytest.mark.parametrize(("body", "message", "hint", "caret"), API_CASES,
-                         ids=["misspelt", "remote_wait", "tensor_copy", "not_modelled",
+                         ids=["misspelt", "remote_wait", "tensor_copy_mode", "not_modelled",
                               "tensor_copy_operands"])
 @pytest.mark.parametrize(("route", "extra"), [
     ("/api/v1/pipelines/validate", {}),
@@ -402,3 +412,21 @@ def test_the_error_examples_in_the_docs_are_what_the_language_prints():
         with pytest.raises(PipelineError) as info:
             compile_text(text)
         assert info.value.render(text).splitlines() == shown
+
+
+@pytest.mark.parametrize(("body", "message", "hint", "caret"), [
+    ("bar.sync 16, 64;", "a CTA has named barriers 0..15; got 16",
+     'PTX 9.7.13.1: "Each CTA instance has sixteen barriers numbered 0..15"', "16"),
+    ("bar.sync 1, 48;", "a thread count is a multiple of the warp size (32) up to 1024; got 48",
+     'PTX 9.7.13.1: "the value must be a multiple of warp size"', "48"),
+    ("barrier.arrive.aligned 1, 2048;",
+     "a thread count is a multiple of the warp size (32) up to 1024; got 2048",
+     'PTX 9.7.13.1: "the value must be a multiple of warp size"', "2048"),
+    ("int x = %laneid;", "`%laneid` is not declared here",
+     "each lane of an agent declared `lanes N` has its own `%laneid`; an agent without lanes "
+     "is a whole warp", "%laneid"),
+])
+def test_synchronization_operands_are_checked_at_their_column(body, message, hint, caret):
+    err, text = error_of(body)
+    assert (err.message, err.hint) == (message, hint)
+    assert text.splitlines()[err.line - 1][err.column - 1:].startswith(caret), err.render(text)

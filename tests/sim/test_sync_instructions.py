@@ -428,3 +428,63 @@ def test_a_setmaxnreg_and_a_warp_trace_validate_against_the_schema():
     jsonschema.validate(run(REGS).document(), schema)
     jsonschema.validate(run("agent p lanes 2 { int d = 0; int e = 0; elect.sync d|e, "
                             "0xffffffff; __syncwarp(); }").document(), schema)
+
+
+# ------------------------------------------------------- the checker's reductions stay exact
+
+REDUCTION_CASES = [
+    ("named_barrier", (), {}), ("named_barrier", ("fixed",), {}),
+    ("named_barrier", ("fixed",), {"count": 96}),
+    ("elected_lane", (), {}), ("elected_lane", ("syncwarp_fix",), {}),
+    ("cluster_init", (), {}), ("cluster_init", ("no_init_fence",), {}),
+    ("cluster_init", ("no_cluster_barrier",), {}),
+]
+INLINE_CASES = [TRY_THEN_WAIT, REGS, ORDERED, INIT_IN_CTA,
+                "agent a { bar.sync 0; }\nagent c { int x = 1; ++x; }\n",
+                "agent w lanes 3 { if (%laneid != 1) { __syncwarp(); } int y = 0; ++y; }\n",
+                "agent w lanes 2 { int e = 0; elect.sync _|e, 0xffffffff; if (e) "
+                "{ bar.arrive 1, 64; } }\nagent v { bar.sync 1, 64; }\n"]
+
+
+@pytest.mark.parametrize("case", REDUCTION_CASES + [(t, (), {}) for t in INLINE_CASES],
+                         ids=lambda c: c[0][:20] + "-" + "-".join(c[1]))
+def test_the_reduced_search_finds_what_the_full_search_finds(case):
+    """Local moves, identical agents and lanes, exits: the reduced search must reach every
+    diagnostic kind the unreduced one does, and no other."""
+    from app.check.engine import Explorer, Limits
+
+    text, bugs, params = case
+    text = source(text) if "\n" not in text else text
+    cfg = config(text, bugs, **params)
+    full = Explorer(cfg, reduce=False).explore(Limits(200_000, 600.0))
+    reduced = Explorer(cfg, reduce=True).explore(Limits(200_000, 600.0))
+    assert full.verdict == reduced.verdict
+    assert set(full.found) == set(reduced.found)
+
+
+def test_elect_orders_no_memory_between_lanes():
+    """PTX 9.7.13.14's `.sync` only waits; unlike `bar.warp.sync` it promises no ordering."""
+    text = """
+    tensor tile[1] bytes 1024;
+    smem   s bytes 1024 chunk 1024;
+    agent w lanes 2 {
+        if (%laneid == 0) { st.shared.b32 [s], tile[0]; }
+        elect.sync _|_, 0xffffffff;
+        if (%laneid == 1) { ld.shared.b32 x, [s], tile[0]; }
+    }
+    """
+    assert "ordering_race" in reachable(text)[1]
+    assert reachable(text.replace("elect.sync _|_, 0xffffffff;", "__syncwarp();")) == (
+        "safe", set())
+
+
+@pytest.mark.parametrize(("sync", "arrive"), [
+    ("bar.cta.sync", "bar.cta.arrive"), ("barrier.sync", "barrier.arrive"),
+    ("barrier.sync.aligned", "barrier.arrive.aligned"), ("barrier.cta.sync", "barrier.cta.arrive")])
+def test_every_spelling_of_a_named_barrier_is_the_same_barrier(sync, arrive):
+    """PTX 9.7.13.1: `.cta` "doesn't change the semantics"; `bar.sync` is
+    `barrier.sync.aligned`; warps may mix forms on one barrier."""
+    text = f"agent a {{ {sync} 4, 64; }}\nagent b {{ {arrive} 4, 64; bar.sync 5, 32; }}\n"
+    r = run(text, moves=["a", "b", "b"])
+    assert r.status == "done"
+    assert [e["kind"] for e in step(r, 2)["events"]] == ["bar_arrive", "bar_completed"]

@@ -46,6 +46,10 @@ from app.scenarios import PARAM_NAMES, ParamError
 
 router = APIRouter(prefix="/check", tags=["check"])
 
+BACKSTOP_S = 2.0
+"""How long past its deadline a check that did not stop itself runs before its watchdog stops
+it (a loaded machine slows the counterexamples' rebuild, not the search's own stop)."""
+
 QUERY_NAMES = {"scenario", "bugs", "max_states", "timeout_s", "stop_at_first", *PARAM_NAMES}
 
 
@@ -82,6 +86,11 @@ class CheckResponse(BaseModel):
     states_explored: int
     elapsed_s: float
     transitions: int
+    persistent_states: int | None = None
+    """States the partial-order reduction's pass stored, where it applies (docs/checker.md,
+    "Reduction 4"); `states_explored` counts it and the bounded second pass."""
+    workers: int = 1
+    """Processes that searched: one (a partitioned parallel search is not built yet)."""
     depth: int
     """Every schedule of at most this many steps was checked (all of them when not stopped)."""
     stopped_by: str | None
@@ -123,7 +132,9 @@ class _Job:
         return (check_within, self.until, self.fn, *self.work)
 
     def watched(self) -> dict:
-        return {"until": self.until + 0.5}  # the watchdog's backstop, past the check's own
+        """A check still waiting for a worker at its deadline is dropped (503); a running one
+        stops itself by then, and its watchdog stops it `BACKSTOP_S` later if it did not."""
+        return {"start_by": self.until - CHECK_GRACE_S, "until": self.until + BACKSTOP_S}
 
     async def ready(self) -> _Job:
         """A pipeline text is parsed and resolved once in the build pool before the check
@@ -141,14 +152,11 @@ async def post_check(body: CheckRequest, request: Request):
     try:
         with checks_held.hold(address(request.scope), settings.checks_per_address,
                               retry_after=max(1, round(job.timeout_s))):
-            result = await asyncio.wait_for(
-                unless_gone(request, checks.run(*job.args(), cancellable=True,
-                                                **job.watched())),
-                max(0.0, job.until - time.time()) + 0.5)
-    except TimeoutError:
-        raise Busy(f"no check worker was free within this check's timeout_s "
-                   f"({job.timeout_s:g} s): {checks.running} checks are running or queued; "
-                   "try again soon", retry_after=max(1, round(job.timeout_s))) from None
+            result = await unless_gone(request, checks.run(*job.args(), cancellable=True,
+                                                           **job.watched()))
+    except Busy as err:
+        err.retry_after = max(err.retry_after, round(job.timeout_s))
+        raise
     except InternalError as err:  # the one 500: a consistency check failed, named for a report
         return JSONResponse({"detail": str(err)}, status_code=500)
     if result is None:  # the client has gone; no one reads this

@@ -42,6 +42,7 @@ from ..core import (
     tile_index,
     tile_word,
     tx_check,
+    unread_by_store,
     unshift,
 )
 from ..detectors import Diagnostic
@@ -99,8 +100,15 @@ def _global_offset(m, tile: int, offset, nbytes: int, r, own: int) -> int:
 
 def _load(m, a, r, args, record) -> None:
     dst, offset, src, size, bar, multicast, src_offset = args
-    stage, tile, b = dst(r), src(r), bar(r)
-    nbytes = size(r)
+    issue_load(m, a, r, dst(r), offset, src(r), size(r), bar(r), multicast, record, src_offset)
+
+
+def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
+               src_offset=None) -> None:
+    """Put a load of `tile` into `stage` in flight, completing tx on barrier `b` (and, with
+    `multicast`, the same load into the same stage and barrier of every CTA of the mask); the
+    tensor copies (families/tensor_copies.py) issue their boxes through it too. `src_offset`
+    is where in the tile the copy starts (`[tile[k] + off]`; None: its place in the stage)."""
     if nbytes > TX_LIMIT:
         raise ProgramError("operand_range", f"a bulk copy moves at most {TX_LIMIT} bytes")
     first, end = _chunks(m, stage, offset, nbytes, r)
@@ -162,8 +170,13 @@ def _warn_async_after_read(m, a: int, stage: int, record: dict) -> None:
 
 def _store(m, a, r, args, record) -> None:
     dst, src, offset, size, dst_offset = args
-    tile, stage = dst(r), src(r)
-    nbytes = size(r)
+    issue_store(m, a, r, dst(r), src(r), offset, size(r), record, dst_offset)
+
+
+def issue_store(m, a, r, tile, stage, offset, nbytes, record, dst_offset=None) -> None:
+    """Put a bulk store of `stage` into `tile` in flight, in the agent's current bulk group (a
+    tensor copy's box and a bulk reduction are stored through it too); `dst_offset` is where
+    in the tile its bytes go (`[tile[k] + off]`)."""
     first, end = _chunks(m, stage, offset, nbytes, r)
     _global_offset(m, tile, dst_offset, nbytes, r, 0)
     _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], 0, False])
@@ -312,6 +325,9 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"The TMA load of {tile_word(m, tile)} wrote {stage_name} while "
             f"{tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
+    if m.stores_read_smem:
+        unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}", "tma",
+                        record)
     m.chunks[stage][c] = (op[OP_CONTENT], W_ASYNC)
     if m.aliased:
         smem.alias_write(m, stage, c, ["tma"], record)
@@ -394,27 +410,11 @@ def _isa_forms() -> tuple:
         Gap("cp.async.bulk.shared::cluster.shared::cta", "9.7.9.25.4.1",
             "bulk copies from shared memory into another CTA's are not modelled yet",
             "the engine models bulk loads from global memory"),
-        Gap("cp.async.bulk.tensor", "9.7.9.27.1.2", "tensor copies are not modelled yet",
-            "the engine models flat bulk copies (`cp.async.bulk.shared::cluster.global."
-            "mbarrier::complete_tx::bytes` of the box's bytes) today"),
         Gap("cp.async.bulk.prefetch", "9.7.9.25.4.3", "bulk prefetches are not modelled yet"),
         Gap("cp.async.bulk.prefetch.tensor", "9.7.9.27.1.4",
             "tensor prefetches are not modelled yet"),
-        Gap("cp.reduce.async.bulk", "9.7.9.25.4.2", "bulk reductions are not modelled yet"),
         Gap("cp.reduce.async.bulk.tensor", "9.7.9.27.1.3",
             "tensor reductions are not modelled yet"),
-        Gap("cp.async", "9.7.9.25.3.1", "non-bulk `cp.async` copies are not modelled yet",
-            "the engine models bulk copies (`cp.async.bulk`)"),
-        Gap("cp.async.commit_group", "9.7.9.25.3.2",
-            "non-bulk `cp.async` groups are not modelled yet",
-            "did you mean `cp.async.bulk.commit_group`?"),
-        Gap("cp.async.wait_group", "9.7.9.25.3.3",
-            "non-bulk `cp.async` groups are not modelled yet",
-            "did you mean `cp.async.bulk.wait_group`?"),
-        Gap("cp.async.wait_all", "9.7.9.25.3.3",
-            "non-bulk `cp.async` groups are not modelled yet"),
-        Gap("cp.async.mbarrier.arrive", "9.7.13.15.15",
-            "`cp.async.mbarrier.arrive` is not modelled yet"),
     )
 
 

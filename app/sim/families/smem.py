@@ -26,6 +26,7 @@ from ..core import (
     take,
     tile_index,
     tile_word,
+    unread_by_store,
     unshift,
 )
 from ..detectors import Diagnostic
@@ -147,6 +148,9 @@ def _st_shared(m, a, r, args, record) -> None:
             del m.owed[(s, old)]
     if m.clustered:
         _remote(m, a, stage, "wrote")
+    if m.stores_read_smem:
+        unread_by_store(m, stage, 0, len(m.chunks[stage]), m.agents[a].name, m.agents[a].name,
+                        record)
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
     m.stage_bars[stage] = 0
@@ -218,10 +222,15 @@ def _ld_global(m, a, r, args, record) -> None:
 
 def _st_global(m, a, r, args, record) -> None:
     """`st.global` of registers: those of a `tcgen05.ld` are not there before its
-    `tcgen05.wait::ld` (PTX 9.7.16.8.5), so using them earlier is a `tcgen05_ld_race`."""
-    (tensor,) = args
+    `tcgen05.wait::ld` (PTX 9.7.16.8.5), so using them earlier is a `tcgen05_ld_race`; a
+    family may check a register it writes asynchronously (`Family.reads`: a `wgmma.mma_async`'s
+    accumulator)."""
+    tensor, value = args
     tile = tensor(r)
     record["operands"] = {"tile": tile_index(tile)}
+    if value is not None:
+        for hook in m.read_hooks:
+            hook(m, a, r, value)
     if r[TC_PENDING]:
         name = m.agents[a].name
         record["diagnostics"].append(Diagnostic.make(
@@ -310,7 +319,6 @@ def _isa_forms() -> tuple:
              "threads' (generic-proxy) writes to shared memory become visible to the async "
              "proxy", (proxy,)),
         Gap("ld.global.nc", "9.7.9.9", "`ld.global.nc` is not modelled yet"),
-        Gap("st.async", "9.7.9.12", "`st.async` is not modelled yet"),
         Gap("st.bulk", "9.7.9.13", "`st.bulk` is not modelled yet"),
         Gap("fence", "9.7.13.4", "thread fences (`fence.sc`, `fence.acq_rel`, ...) are not "
                                  "modelled yet", "the engine models `fence.proxy.async`"),

@@ -9,7 +9,8 @@ code as N movers, lanes 0..N-1 of its warp (NVIDIA/cutlass#3654: the whole warp 
 `.sync` says, until every lane of the warp that has not exited executes it: the last lane to come
 releases the others in its step. `elect.sync` elects the lowest such lane (deterministically, as
 PTX requires: lane 0 unless it exited); `bar.warp.sync` gives its lanes "memory ordering among
-threads participating in barrier": each learns what all of them know. Only the full
+threads participating in barrier": each learns what all of them know (`elect.sync` orders no
+memory: PTX says it only waits). Only the full
 `membermask` (0xffffffff) is modelled; a lane that waits at one of these while another waits at
 the other never returns (a deadlock), as on the hardware.
 """
@@ -56,8 +57,9 @@ def _step(m, a, r, args, record, kind: str):
         return STAY
     here = [x for x in lanes if x == a or m.regs[x][parked] == at]
     known = 0
-    for x in here:
-        known |= m.know[x]
+    if kind == "warp_sync":  # elect.sync only waits: PTX gives it no memory ordering
+        for x in here:
+            known |= m.know[x]
     leader = min(here, key=lambda x: m.agents[x].lane)
     for x in here:
         m.know[x] |= known

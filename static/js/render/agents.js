@@ -19,11 +19,20 @@ function build(root, layout, ctx) {
     const regs = h("dl", {class: "regs"});
     const lines = agent.program.map((text, i) =>
       h("li", {dataset: {line: i, sourceLine: (agent.source_lines || [])[i] ?? ""}}, h("span", {class: "marker", "aria-hidden": "true"}), h("code", {}, text)));
+    // A line a bug toggle deleted stays in sight, struck through with its `// BUG` note: the
+    // student sees the very code that fails. It is not a program line (nothing stands on it).
+    const items = [...lines];
+    for (const gone of [...(agent.deleted_lines || [])].sort((a, b) => b.before - a.before)) {
+      items.splice(gone.before, 0, h("li", {class: "deleted", dataset: {deletedLine: gone.source_line, sourceLine: gone.source_line},
+                                            title: "deleted by the bug toggle: this line does not run"},
+        h("span", {class: "marker", "aria-hidden": "true"}, "✗"),
+        h("code", {}, h("del", {}, gone.text), " ", h("span", {class: "bug-note"}, gone.note))));
+    }
     const lane = h("article", {class: "lane", dataset: {agent: agent.name, role: agent.role},
                                "aria-label": `${agent.name}, ${roleText(agent.role)}`},
       h("header", {}, h("h4", {}, agent.name), h("span", {class: "role"}, roleText(agent.role)), status, move),
       regs,
-      h("ol", {class: "program", start: 0, "aria-label": `${agent.name}'s program`}, lines));
+      h("ol", {class: "program", "aria-label": `${agent.name}'s program`}, items));
     lane.addEventListener("click", (event) => {
       if (ctx.manual && !event.target.closest("button") && lane.dataset.ready === "true") ctx.onMove(agent.name);
     });
@@ -46,10 +55,10 @@ function build(root, layout, ctx) {
   return {lanes, engine, tensor, key: layout.key};
 }
 
+/** The registers by their own names: the loop variable (`i`, `k`) is one of them, so no
+ *  separate "iteration" entry that names a variable the program may not have. */
 function registerItems(agent) {
-  const items = [["iteration i", agent.iteration]];
-  for (const [name, value] of Object.entries(agent.registers)) items.push([name, value]);
-  return items;
+  return Object.entries(agent.registers);
 }
 
 export function render(root, frame, layout, ctx) {

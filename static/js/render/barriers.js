@@ -3,7 +3,7 @@
 // count of completed phases; and above them the wait formula with the live numbers:
 // stage = i mod S, parity = (i / S) mod 2 (the producer waits the opposite parity).
 
-import {h, replay, setAttr, setText} from "../dom.js";
+import {h, release, replay, setAttr, setText} from "../dom.js";
 
 const ROLE_TEXT = {full: "full: the tile has landed", empty: "empty: the stage is free",
                    accum: "accumulator ready", bar: "one mbarrier"};
@@ -88,7 +88,12 @@ function renderFormula(root, snapshot, record) {
       w = {barrier, parity, phases_needed: needed, parity_needed: (((needed - 1) % 2) + 2) % 2};
       returned = true;
     }
-    if (!w) continue;
+    if (!w) {
+      // A row per agent, waiting or not, so the box keeps its height as waits come and go.
+      rows.push(h("li", {class: "idle muted", dataset: {agent: agent.name}}, h("b", {}, agent.name),
+        agent.status === "done" ? " is done" : " is not at a wait"));
+      continue;
+    }
     const ok = w.parity === w.parity_needed;
     const needed = w.phases_needed;
     const which = needed === 0 ? "no completion yet (its start state counts phase −1 as done)"
@@ -101,9 +106,10 @@ function renderFormula(root, snapshot, record) {
       h("span", {class: "verdict"}, ok ? `phase register ${w.parity} ✓`
         : `phase register ${w.parity} ✗ (the wait needs parity ${w.parity_needed})`)));
   }
-  root.replaceChildren(...(rows.length ? [h("p", {class: "formula-title"}, "The waits, as the barrier sees them"),
-    h("ul", {}, rows)] : []));
-  root.hidden = rows.length === 0;
+  // Always there (an empty box says so), so the cards below do not jump as waits come and go.
+  root.replaceChildren(h("p", {class: "formula-title"}, "The waits, as the barrier sees them"),
+    rows.length ? h("ul", {}, rows) : h("p", {class: "muted formula-none"}, "No agent stands at a wait on this step."));
+  void snapshot;
 }
 
 export function render(root, frame, layout) {
@@ -143,7 +149,12 @@ function groupCards(root, frame, waiters) {
   if (entries.length <= MANY) { if (toggle) toggle.remove(); return; }
   if (!toggle) {
     toggle = h("button", {type: "button", class: "link show-all", dataset: {showAllBarriers: "false"},
-      onclick: () => { root.built.showAll = !root.built.showAll; groupCards(root, root.built.frame, root.built.waiters); }});
+      onclick: () => {
+        root.built.showAll = !root.built.showAll;
+        // The student chose fewer cards: the room the others took goes.
+        for (const node of [root.querySelector(".barrier-cards"), root.closest(".grid")]) release(node);
+        groupCards(root, root.built.frame, root.built.waiters);
+      }});
     root.querySelector(".barrier-cards").after(toggle);
   }
   root.built.frame = frame;

@@ -131,7 +131,11 @@ function build(root, model, ctx) {
     svg("line", {y1: TOP - 4, y2: g.height - AXIS}), svg("text", {y: g.top + 11, x: 4}, "first divergence"));
   const cursor = svg("g", {class: "cursor"}, svg("line", {y1: TOP - 6, y2: g.height - AXIS}),
     svg("rect", {y: g.height - AXIS, height: 16, width: 44, rx: 4}), svg("text", {y: g.height - AXIS + 12}));
-  root_.append(divergence, cursor);
+  // Prediction mode hides the run past the cursor: parity changes and diagnostics ahead would
+  // answer the question.
+  const veil = svg("rect", {class: "future-veil", y: TOP - 6, height: g.height - AXIS - TOP + 6, x: 0, width: 0,
+                            visibility: "hidden"});
+  root_.append(veil, divergence, cursor);
   let dragging = false;
   const seekAt = (event) => {
     const box = root_.getBoundingClientRect();
@@ -142,7 +146,7 @@ function build(root, model, ctx) {
   root_.addEventListener("pointermove", (event) => { if (dragging) seekAt(event); });
   root_.addEventListener("pointerup", () => { dragging = false; });
   root.replaceChildren(root_);
-  return {g, cursor, divergence, model, width};
+  return {g, cursor, divergence, veil, model, width};
 }
 
 /** Draw `model` (from layout.timelineOf) once; later calls only move the cursor. */
@@ -153,8 +157,14 @@ export function render(root, frame, model, ctx) {
     root.built = build(root, model, ctx);
     root.built.divergenceStep = null;
   }
-  const {g, cursor, divergence} = root.built;
+  const {g, cursor, divergence, veil} = root.built;
   const x = g.x(Math.min(frame.step, model.shown || model.total));
+  const hide = document.body.classList.contains("predict-on");
+  veil.setAttribute("visibility", hide ? "visible" : "hidden");
+  if (hide) {
+    veil.setAttribute("x", x + 1);
+    veil.setAttribute("width", Math.max(0, root.built.width - x - 1));
+  }
   cursor.setAttribute("transform", `translate(${x} 0)`);
   const [, box, text] = cursor.children;
   const label = model.times

@@ -1,0 +1,576 @@
+"""Partial-order reduction: persistent (stubborn) sets from a static independence relation that
+the compiled program gives.
+
+Every move touches *resources*: a barrier (its phase, counts, tx ledger, held bytes, the
+knowledge its phases carry, its reuse flag), a stage (its chunks, tile, the barriers its loads
+complete on, the owed entries of its tiles, the knowledge bits of its chunks), an agent (its
+registers, knowledge, wait history), a CTA's naming of its in-flight copies, and a CTA's exit
+(read by every remote access into it, written by the move that ends one of its agents). Two
+moves whose resources are disjoint commute, neither enables or disables the other, and each
+raises the same diagnostics in either order; CTAs interact only through remote arrives,
+expect-tx and complete-tx, multicast loads and their exits. `Independence` computes each
+line's resources once per program (every element an operand can name, every CTA a multicast can
+reach), and per state the resources of each mover's current move (its operands evaluated).
+
+`Independence.persistent` picks, in a state, a set of movers closed under the stubborn-set rules
+(Valmari; Godefroid's persistent sets):
+
+- for an enabled member, every mover that can touch what its move touches, now or later (its
+  own current move or any line reachable from its program counter, the copies its load lines
+  issue included), is a member;
+- for a member blocked in a wait on barrier `b`, every mover that can touch `b` is a member
+  (only a barrier operation on `b` can let the wait return: a necessary enabling set).
+
+Then no sequence of moves of non-members can touch what a member's move touches, so the
+members' enabled moves form a persistent set. The search tries only those (the smallest set over
+every enabled seed). Used only where every line kind of the program is one this module knows
+(`SUPPORTED`) and the program cannot come back to a state (`app.sim.livelock.can_cycle`: the
+graph is acyclic, so the cycle proviso holds trivially and no livelock can exist); anywhere else
+the search expands every move, as before. A move that stops the run with undefined behaviour
+stops every other mover: where a chosen move does, the state is expanded fully.
+
+What it preserves (docs/checker.md, "Reduction 4"): every reachable deadlock state, and every
+diagnostic kind some move can raise. Not the length of a shortest schedule: the engine answers
+lengths by a second, bounded search without this reduction (`engine.Explorer.explore`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from app.sim.core import LOAD, OP_AGENT, OP_BAR, OP_DIR, OP_STAGE, OP_TILE
+from app.sim.machine import PC, Machine
+from app.sim.program import SINK, TC_FENCED, Assign, Branch, Expr, Jump, Line, Ref
+
+from .model import _may_end_after
+
+SUPPORTED = frozenset({
+    "assign", "commit_group", "arrive", "arrive_drop", "arrive_expect_tx", "expect_tx",
+    "complete_tx", "wait_parity", "wait_token", "load", "ld_shared", "st_shared",
+    "proxy_fence",
+})
+"""Line kinds whose resources this module knows. `mbarrier.init`/`inval` (they reset what every
+agent knows of a barrier), bulk stores and global memory, and the tensor core are left out: a
+program with any of them is searched without this reduction."""
+
+WAITS = frozenset({"wait_parity", "wait_token"})
+ARRIVES = frozenset({"arrive", "arrive_drop", "arrive_expect_tx"})
+TX_LINES = frozenset({"complete_tx", "load"})
+NAME_BUCKETS = 8
+LOOKAHEAD_LIMIT = 100_000
+"""Nodes `Independence.lookahead` follows before it counts every line reachable instead."""
+AHEAD_CACHE = 200_000
+
+
+def applies(machine: Machine, cyclic: bool) -> bool:
+    """Whether the reduction may be used on this program."""
+    if cyclic:
+        return False
+    return all(kind is None or kind in SUPPORTED for code in machine.code for kind in code.kinds)
+
+
+class Independence:
+    """Resource footprints of one program's moves (see the module docstring).
+
+    A footprint is an int: one bit per barrier, stage, agent and CTA naming (touched: read or
+    written, all conflict), then a run of CTA-exit-read bits and a run of CTA-exit-write bits
+    (a read conflicts with a write only). `conflicts(f, g)` is `f & _flip(g)`."""
+
+    def __init__(self, machine: Machine):
+        program = machine.program
+        self.machine = machine
+        self.n_agents = machine.n_agents
+        nb, ns, na = machine.n_bars, machine.n_stages, machine.n_agents
+        ctas = max(1, program.cluster)
+        self.ctas = ctas
+        self.stage_base = nb
+        self.agent_base = nb + ns
+        self.name_base = nb + ns + na
+        self.rw_bits = nb + ns + na + ctas * NAME_BUCKETS
+        self.xr_base = self.rw_bits
+        self.xw_base = self.rw_bits + ctas
+        self.rw_mask = (1 << self.rw_bits) - 1
+        self.x_mask = (1 << ctas) - 1
+        self.barrier_arrays = {b.array for b in program.barriers}
+        self.stage_arrays = {s.array for s in program.stages}
+        self.barrier_cta = tuple(b.cta for b in program.barriers)
+        self.stage_cta = tuple(s.cta for s in program.stages)
+        self.stage_bit = tuple(i if s.alias is None else s.alias[0]
+                               for i, s in enumerate(program.stages))
+        """Views of one region (`smem ... at`) are one resource: a write through one is a
+        write of the other's bytes (families/smem.py, `alias_write`)."""
+        self.release = [0] * nb
+        for i, stage in enumerate(program.stages):
+            if stage.release is not None:
+                self.release[stage.release] |= self._stage(i)
+        self.cta_stages = [0] * ctas
+        for i, stage in enumerate(program.stages):
+            self.cta_stages[stage.cta] |= self._stage(i)
+        self.stages_of = [0] * nb
+        """Per barrier, the stages a load completing on it can write (a wait that returns on
+        it takes their tiles)."""
+        for a, code in enumerate(machine.code):
+            for node in code.nodes:
+                if isinstance(node, Line) and node.kind == "load":
+                    for s, b in self._load_targets(node, None, machine.agent_cta[a]):
+                        self.stages_of[b] |= self._stage(s)
+        self.holdable = [self._holdable(a) for a in range(na)]
+        """Per agent, the stages whose tiles it can come to hold (a wait that returns on a
+        stage's barrier, or its `ld.shared`): only those can its arrive release (discharging
+        an agent that holds nothing there changes nothing)."""
+        self.line_fp = [tuple(self._line(a, pc, None) for pc in range(code.end))
+                        for a, code in enumerate(machine.code)]
+        self.future = [self._future(a, self.line_fp[a]) for a in range(na)]
+        """Per agent, per program counter: every resource a line reachable from there (that
+        line included) can touch."""
+        self._reads = [tuple(_reads(node) for node in code.nodes) for code in machine.code]
+        """Per agent, per node: the registers (as a set) its expressions read."""
+        self._ahead: dict[tuple, tuple] = {}
+        self._current: dict[tuple, int] = {}
+        self._flips: dict[int, int] = {}
+        self.future_arrive = [self._future(a, self._barrier_lines(a, ARRIVES))
+                              for a in range(na)]
+        """Per agent, per program counter: the barriers it can arrive on from there."""
+        self.future_tx = [self._future(a, self._barrier_lines(a, TX_LINES)) for a in range(na)]
+        """Per agent, per program counter: the barriers it can complete bytes on from there
+        (a thread's complete-tx, or a load it issues)."""
+
+    # ------------------------------------------------------------------ resources
+
+    def _stage(self, s: int) -> int:
+        return 1 << (self.stage_base + self.stage_bit[s])
+
+    def _name(self, c: int, tile: int) -> int:
+        """A copy's name (its serial) depends on the copies in flight of the same tile into
+        the same CTA: one resource per CTA and tile (tiles folded into `NAME_BUCKETS`)."""
+        return 1 << (self.name_base + c * NAME_BUCKETS + tile % NAME_BUCKETS)
+
+    def _xr(self, c: int) -> int:
+        return 1 << (self.xr_base + c)
+
+    def _xw(self, c: int) -> int:
+        return 1 << (self.xw_base + c)
+
+    def current(self, a: int, r) -> int:
+        """What agent `a`'s current line touches, its operands evaluated (cached)."""
+        key = (a, tuple(r))
+        f = self._current.get(key)
+        if f is None:
+            if len(self._current) > AHEAD_CACHE:
+                self._current.clear()
+            f = self._current[key] = self._line(a, r[PC], r)
+        return f
+
+    def flipped(self, f: int) -> int:
+        """`flip`, cached."""
+        g = self._flips.get(f)
+        if g is None:
+            if len(self._flips) > AHEAD_CACHE:
+                self._flips.clear()
+            g = self._flips[f] = self.flip(f)
+        return g
+
+    def flip(self, f: int) -> int:
+        """`f` with its exit reads and writes swapped: `g & flip(f)` is a conflict."""
+        rw = f & self.rw_mask
+        xr = (f >> self.xr_base) & self.x_mask
+        xw = (f >> self.xw_base) & self.x_mask
+        return rw | (xw << self.xr_base) | (xr << self.xw_base)
+
+    @staticmethod
+    def _values(ref: Ref, r) -> list[int]:
+        """The flat indices `ref` can name: exactly, with registers `r`; else every one."""
+        if r is not None:
+            try:
+                index = _eval(ref.index, r)
+                if ref.cta is None:
+                    if not 0 <= index < ref.size:
+                        return []
+                    return [ref.base + index]
+                c = _eval(ref.cta, r)
+                if not (0 <= index < ref.size and 0 <= c < ref.ctas):
+                    return []
+                return [ref.base + index + c * ref.size]
+            except Exception:  # noqa: BLE001 (an operand the move itself will refuse)
+                r = None
+        indices = [ref.index.const] if ref.index.const is not None else range(ref.size)
+        if ref.cta is None:
+            return [ref.base + i for i in indices]
+        ctas = [ref.cta.const] if ref.cta.const is not None else range(ref.ctas)
+        return [ref.base + i + c * ref.size for c in ctas for i in indices]
+
+    def _load_targets(self, line: Line, r, own: int) -> list[tuple[int, int]]:
+        dst, _offset, _src, _size, bar, multicast = line.args[:6]
+        stages, bars = self._values(dst, r), self._values(bar, r)
+        if multicast is None:
+            return [(s, b) for s in stages for b in bars]
+        _mask, _own, stage_size, bar_size = multicast
+        return [(s + (c - _own) * stage_size, b + (c - _own) * bar_size)
+                for c in range(self.ctas) for s in stages for b in bars
+                if 0 <= s + (c - _own) * stage_size < len(self.stage_cta)
+                and 0 <= b + (c - _own) * bar_size < len(self.barrier_cta)]
+
+    def _line_barriers(self, a: int, pc: int, r, kinds: frozenset) -> int:
+        """The barriers (a bit each) agent `a`'s line at `pc` touches if its kind is one of
+        `kinds`."""
+        node = self.machine.code[a].nodes[pc]
+        if not isinstance(node, Line) or node.kind not in kinds:
+            return 0
+        if node.kind == "load":
+            return sum({1 << b for _, b in self._load_targets(node, r,
+                                                              self.machine.agent_cta[a])})
+        return sum({1 << b for ref in _refs(node.args) if ref.array in self.barrier_arrays
+                    for b in self._values(ref, r)})
+
+    def lookahead(self, a: int, r) -> tuple:
+        """What agent `a` can touch from its state `r` on (its registers, the program counter
+        first): (every resource, the barriers it can arrive on, those it can complete bytes
+        on, its blocking parity waits on the way). Its registers change only by its own lines,
+        so its control flow is followed exactly, every wait taken as returning; from a branch
+        or an operand that reads a register another mover sets (a wait's result, a token),
+        every line reachable is counted (`future`). A wait is (barrier, parity, what the agent
+        touches up to and with that wait, arrives on, completes bytes on, whether its earlier
+        lines touch that barrier). Cached per state of the agent."""
+        key = (a, tuple(r))
+        hit = self._ahead.get(key)
+        if hit is not None:
+            return hit
+        try:
+            out = self._walk(a, r)
+        except Exception:  # noqa: BLE001 (a register update the move itself will refuse)
+            pc = r[PC]
+            out = (self.future[a][pc], self.future_arrive[a][pc], self.future_tx[a][pc], ())
+        if len(self._ahead) > AHEAD_CACHE:
+            self._ahead.clear()
+        self._ahead[key] = out
+        return out
+
+    def _walk(self, a: int, r) -> tuple[int, int, int]:
+        code = self.machine.code[a]
+        nodes, end = code.nodes, code.end
+        reads = self._reads[a]
+        regs = list(r)
+        unknown: set[int] = set()
+        f = arrive = tx = 0
+        points = []
+        pc = regs[PC]
+        for _ in range(LOOKAHEAD_LIMIT):
+            if pc >= end:
+                break
+            node = nodes[pc]
+            if unknown and reads[pc] & unknown:
+                if isinstance(node, Line) and node.kind != "assign":
+                    f |= self.line_fp[a][pc]
+                    arrive |= self._line_barriers(a, pc, None, ARRIVES)
+                    tx |= self._line_barriers(a, pc, None, TX_LINES)
+                    pc += 1
+                    continue
+                f |= self.future[a][pc]
+                arrive |= self.future_arrive[a][pc]
+                tx |= self.future_tx[a][pc]
+                break
+            if isinstance(node, Line):
+                line = self._line(a, pc, regs)
+                if node.kind == "wait_parity" and node.args[3]:
+                    bars = self._values(node.args[1], regs)
+                    if len(bars) == 1:
+                        b = bars[0]
+                        points.append((b, _eval(node.args[2], regs), f | line, arrive, tx,
+                                       (f >> b) & 1))
+                f |= line
+                arrive |= self._line_barriers(a, pc, regs, ARRIVES)
+                tx |= self._line_barriers(a, pc, regs, TX_LINES)
+                if node.kind == "assign":
+                    for reg, fn in code.prepared[pc][0]:
+                        regs[reg] = fn(regs)
+                else:
+                    if node.args and isinstance(node.args[0], int) and node.args[0] != SINK:
+                        unknown.add(node.args[0])
+                    if node.kind in WAITS:
+                        unknown.add(TC_FENCED)
+                pc += 1
+            elif isinstance(node, Jump):
+                pc = node.target
+            elif isinstance(node, Branch):
+                pc = pc + 1 if code.prepared[pc](regs) else node.target
+            else:
+                for reg, fn in code.prepared[pc]:
+                    regs[reg] = fn(regs)
+                pc += 1
+        else:
+            f |= self.future[a][pc]
+            arrive |= self.future_arrive[a][pc]
+            tx |= self.future_tx[a][pc]
+        return f, arrive, tx, tuple(points)
+
+    def _line(self, a: int, pc: int, r) -> int:
+        """What agent `a`'s line at `pc` can touch (with registers `r`: what it touches)."""
+        machine = self.machine
+        code = machine.code[a]
+        node = code.nodes[pc]
+        own = machine.agent_cta[a]
+        f = 1 << (self.agent_base + a)
+        if not isinstance(node, Line):
+            return f
+        kind = node.kind
+        barriers, stages = [], []
+        if kind == "load":
+            tiles = self._values(node.args[2], r)
+            for s, b in self._load_targets(node, r, own):
+                stages.append(s)
+                barriers.append(b)
+                c = self.stage_cta[s]
+                for t in tiles:
+                    f |= self._name(c, t)
+                if c != own:
+                    f |= self._xr(c)
+        else:
+            for ref in _refs(node.args):
+                if ref.array in self.barrier_arrays:
+                    barriers.extend(self._values(ref, r))
+                elif ref.array in self.stage_arrays:
+                    stages.extend(self._values(ref, r))
+        for b in barriers:
+            f |= 1 << b
+            if kind in WAITS:
+                f |= self.stages_of[b]
+            if kind in ARRIVES:
+                f |= self.release[b] & self.holdable[a]
+            if self.barrier_cta[b] != own:
+                f |= self._xr(self.barrier_cta[b])
+        for s in stages:
+            f |= self._stage(s)
+            if self.stage_cta[s] != own:
+                f |= self._xr(self.stage_cta[s])
+        if kind == "proxy_fence":
+            f |= self.cta_stages[own]
+        if _may_end_after(code, pc):
+            f |= self._xw(own)
+        return f
+
+    def _holdable(self, a: int) -> int:
+        out = 0
+        for node in self.machine.code[a].nodes:
+            if not isinstance(node, Line):
+                continue
+            for ref in _refs(node.args):
+                if node.kind in WAITS and ref.array in self.barrier_arrays:
+                    for b in self._values(ref, None):
+                        out |= self.stages_of[b]
+                elif node.kind == "ld_shared" and ref.array in self.stage_arrays:
+                    for st in self._values(ref, None):
+                        out |= self._stage(st)
+        return out
+
+    def _barrier_lines(self, a: int, kinds: frozenset) -> tuple[int, ...]:
+        """Per line of agent `a`: the barriers it touches if its kind is one of `kinds`."""
+        code = self.machine.code[a]
+        out = []
+        for node in code.nodes:
+            f = 0
+            if isinstance(node, Line) and node.kind in kinds:
+                if node.kind == "load":
+                    targets = self._load_targets(node, None, self.machine.agent_cta[a])
+                    f = sum({1 << b for _, b in targets})
+                else:
+                    f = sum({1 << b for ref in _refs(node.args)
+                             if ref.array in self.barrier_arrays for b in self._values(ref, None)})
+            out.append(f)
+        return tuple(out)
+
+    def _future(self, a: int, fp: tuple[int, ...]) -> tuple[int, ...]:
+        code = self.machine.code[a]
+        end = code.end
+        succ = []
+        for pc, node in enumerate(code.nodes):
+            if isinstance(node, Jump):
+                succ.append((node.target,))
+            elif isinstance(node, Branch):
+                succ.append((pc + 1, node.target))
+            else:  # a line or an Assign
+                succ.append((pc + 1,))
+        future = list(fp)
+        changed = True
+        while changed:
+            changed = False
+            for pc in range(end - 1, -1, -1):
+                f = future[pc]
+                for nxt in succ[pc]:
+                    if nxt < end:
+                        f |= future[nxt]
+                if f != future[pc]:
+                    future[pc] = f
+                    changed = True
+        return (*future, 0)
+
+    def copy(self, op) -> int:
+        """What an in-flight load's moves (its landings and holds) touch."""
+        s, b = op[OP_STAGE], op[OP_BAR]
+        c = self.stage_cta[s]
+        f = 1 << b | self._stage(s) | self._name(c, op[OP_TILE])
+        if self.machine.agent_cta[op[OP_AGENT]] != c:
+            f |= self._xr(c)
+        return f
+
+    # ------------------------------------------------------------------ the set
+
+    def persistent(self, m: Machine) -> list[int] | None:
+        """The moves of a smallest stubborn set of movers in `m`'s state, in move order; None
+        where it is every enabled move.
+
+        A mover's later moves are split at its *boundary*: the first wait on its way that
+        blocks now (its barrier's phase must complete first) on a barrier its own earlier
+        lines do not touch. What it does before counts as its own (a member's dependent line
+        there makes it a member); what it does after can only follow that completion, so the
+        movers that can let the wait return (a necessary enabling set) stand for it. With an
+        arrival pending only an arrive can complete a phase; with none pending and bytes owed,
+        only a complete-tx (a thread's, or a load's landing)."""
+        ready = m.ready
+        if len(ready) <= 1:
+            return None
+        n = self.n_agents
+        regs, code = m.regs, m.code
+        tma = m.tma
+        n_tma = len(tma)
+        hold = n + 1 + n_tma
+        moves_of: dict[int, list[int]] = {}
+        for move in ready:
+            if move < n:
+                moves_of[move] = [move]
+            elif move == n:
+                return None  # the tensor core: not modelled here
+            else:
+                k = move - n - 1 if move < hold else move - hold
+                moves_of.setdefault(n + k, []).append(move)
+        barriers = m.barriers
+        cur: dict[int, int] = {}
+        # per mover: (touches before its boundary (flipped), arrives on, completes on) and
+        # after it (the same three), its boundary (barrier, how) or None
+        near: dict[int, tuple[int, int, int]] = {}
+        far: dict[int, tuple[int, int, int]] = {}
+        boundary: dict[int, tuple[int, int]] = {}
+        flip = self.flipped
+        for a in range(n):
+            r = regs[a]
+            pc = r[PC]
+            if pc >= code[a].end:
+                continue
+            f, arrive, tx, points = self.lookahead(a, r)
+            enabled = a in moves_of
+            if enabled:
+                cur[a] = self.current(a, r)
+            elif code[a].nodes[pc].kind not in WAITS:
+                return None
+            cut = None
+            for point in points:
+                b, parity, pre, pre_arrive, pre_tx, touched = point
+                barrier = barriers[b]
+                if not touched and barrier.valid and (barrier.phase & 1) == parity:
+                    cut = point
+                    break
+            if cut is None:
+                if not enabled:
+                    return None  # blocked, but not on a wait the lookahead names
+                near[a] = (flip(f), arrive, tx)
+                far[a] = (0, 0, 0)
+                continue
+            b, _parity, pre, pre_arrive, pre_tx, _touched = cut
+            barrier = barriers[b]
+            boundary[a] = (b, 0 if barrier.pending_arrivals > 0 else
+                           1 if barrier.tx_count > 0 else 2)
+            near[a] = (flip(pre), pre_arrive, pre_tx)
+            far[a] = (flip(f), arrive, tx)
+        for k, op in enumerate(tma):
+            if op[OP_DIR] != LOAD:
+                return None
+            x = n + k
+            cur[x] = f = self.copy(op)
+            near[x] = (flip(f), 0, 1 << op[OP_BAR])
+            far[x] = (0, 0, 0)
+        movers = list(near)
+        best: list[int] | None = None
+        best_size = len(ready)
+        for seed in moves_of:
+            if best_size == 1:
+                break  # no set is smaller
+            members = {seed}
+            behind: set[int] = set()
+            work: list[tuple[int, int]] = [(seed, 0)]
+            size = len(moves_of[seed])
+            while work and size < best_size:
+                y, virtual = work.pop()
+                if virtual:  # the movers that can let y's boundary wait return
+                    b, how = boundary[y]
+                    bit, slot = 1 << b, (1, 2, 0)[how]
+                    if how == 2:
+                        bit = self.flip(bit)
+                else:
+                    bit, slot = cur[y], 0
+                for z in movers:
+                    if z in members:
+                        continue
+                    if near[z][slot] & bit and z in moves_of:
+                        members.add(z)
+                        work.append((z, 0))
+                        size += len(moves_of[z])
+                    elif (near[z][slot] | far[z][slot]) & bit and z not in behind:
+                        behind.add(z)
+                        work.append((z, 1))
+            if size < best_size:
+                best_size = size
+                best = sorted(move for x in members for move in moves_of.get(x, ()))
+        return best
+
+
+def _reads(node) -> frozenset[int]:
+    """The registers a node's expressions read (from their code text: `r[i]`)."""
+    codes: list[str] = []
+
+    def walk(x) -> None:
+        if isinstance(x, Expr):
+            codes.append(x.code)
+        elif isinstance(x, Ref):
+            walk(x.index)
+            if x.cta is not None:
+                walk(x.cta)
+        elif isinstance(x, tuple):
+            for y in x:
+                walk(y)
+
+    if isinstance(node, Line):
+        walk(node.args)
+    elif isinstance(node, Branch):
+        walk(node.cond)
+    elif isinstance(node, Assign):
+        walk(node.updates)
+    return frozenset(int(i) for code in codes for i in _REGISTER.findall(code))
+
+
+_REGISTER = re.compile(r"r\[(\d+)\]")
+
+
+def _eval(expr: Expr, r) -> int:
+    if expr.const is not None:
+        return expr.const
+    fn = _FNS.get(expr.code)
+    if fn is None:
+        from app.sim.program import function
+
+        fn = _FNS[expr.code] = function(expr)
+    return fn(r)
+
+
+_FNS: dict[str, object] = {}
+
+
+def _refs(args) -> list[Ref]:
+    out: list[Ref] = []
+    for x in args:
+        if isinstance(x, Ref):
+            out.append(x)
+        elif isinstance(x, tuple):
+            out.extend(_refs(x))
+    return out
+
+
+__all__ = ["SUPPORTED", "Independence", "applies"]
