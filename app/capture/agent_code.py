@@ -115,6 +115,11 @@ class AgentWriter:
         return ref.cta is not None or "shared::cluster" in self.node.op
 
     def stage(self, ref: Ref, var: str = "s") -> None:
+        if (ref.cta is not None and ref.cta.const != self.agent.cta
+                and self.node.kind in ("ld_shared", "st_shared")):
+            raise CodegenError(f"`{self.node.op}` on [mapa({ref.array}, {ref.cta.text})]: the "
+                               "generator reads and writes stages of the executing CTA only, "
+                               "not through the cluster window")
         self.index(ref, var)
 
     def tile(self, ref: Ref, var: str = "t") -> None:
@@ -412,13 +417,25 @@ class AgentWriter:
         self.emit(f"err_code = {ERROR_OPERAND_RANGE}; err_value = bytes; goto error;", 3)
         self.emit("}", 2)
 
+    def _global_offset(self, tile: Ref, offset: Expr | None) -> str:
+        """Where in its tile a copy starts: `[tile[k] + goff]`, checked as the engine checks
+        it; else where it starts in the stage."""
+        if offset is None:
+            return "off"
+        tile_bytes = self.program.tensors[tile.base // TILE_SPAN][2]
+        self.emit(f"const i64 goff = {self.expr(offset)};", 2)
+        self.emit(f"if (goff < 0 || goff % 16 || goff + bytes > {tile_bytes}) {{ err_code = "
+                  f"{ERROR_OPERAND_RANGE}; err_value = goff; goto error; }}", 2)
+        return "goff"
+
     def _load(self, a) -> None:
-        dst, offset, src, nbytes, bar, multicast = a
+        dst, offset, src, nbytes, bar, multicast, src_offset = a
         self.stage(dst)
         self.tile(src)
         addr = self.barrier(bar)
         self._copy_shape("s", offset, nbytes)
-        where = "smem_u32(stage_ptr(c, s)) + (u32)off, tile_ptr(c, t) + off, (u32)bytes"
+        goff = self._global_offset(src, src_offset)
+        where = f"smem_u32(stage_ptr(c, s)) + (u32)off, tile_ptr(c, t) + {goff}, (u32)bytes"
         if multicast is None:
             self._lane0([f"bulk_load({where}, {addr});"])
         else:
@@ -430,12 +447,13 @@ class AgentWriter:
         self._log("load", "0", "b", "s", "t_id", "(u64)bytes", "(u64)off")
 
     def _store(self, a) -> None:
-        dst, src, offset, nbytes = a
+        dst, src, offset, nbytes, dst_offset = a
         self.tile(dst)
         self.stage(src)
         self._copy_shape("s", offset, nbytes)
-        self._lane0(["bulk_store(tile_ptr(c, t) + off, smem_u32(stage_ptr(c, s)) + (u32)off, "
-                     "(u32)bytes);"])
+        goff = self._global_offset(dst, dst_offset)
+        self._lane0([f"bulk_store(tile_ptr(c, t) + {goff}, smem_u32(stage_ptr(c, s)) + "
+                     "(u32)off, (u32)bytes);"])
         self.emit("__syncwarp();", 2)
         self._log("store", "0", "t_id", "s", "(u64)bytes", "(u64)off")
 

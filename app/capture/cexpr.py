@@ -72,6 +72,8 @@ def _emit(node, reg) -> str:
                 f"{_emit(node.orelse, reg)})")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name, args = node.func.id, node.args
+        if name == "_oob" and len(args) == 3:  # a register array's index out of range: the
+            return "0"                         # engine stops the run; the kernel reads 0
         if name == "_uint" and len(args) == 1:  # the engine stops a run on a count out of
             return _emit(args[0], reg)         # range; the kernel goes on (as pl_div does)
         if name in ("min", "max") and len(args) == 2:

@@ -126,8 +126,14 @@ def layout(program: Program, logging: bool = True) -> Layout:
     bar_local = _locals(program.barriers)
     offset = _align(8 * max(1, len(program.barriers) // ctas))
     local_offsets: list[int] = []
-    for stage in program.stages:
+    placed: dict[int, int] = {}
+    for s, stage in enumerate(program.stages):
         if stage.cta == 0:
+            if stage.alias is not None and stage.alias[2]:  # a view: the bytes it lies over
+                placed[s] = placed[stage.alias[0]] + stage.alias[1]
+                local_offsets.append(placed[s])
+                continue
+            placed[s] = offset
             local_offsets.append(offset)
             offset = _align(offset + stage.bytes)
     stage_offsets = tuple(local_offsets[i] for i in _locals(program.stages))
@@ -246,6 +252,10 @@ def check(program: Program, logging: bool = True) -> None:
     for stage in program.stages:
         if stage.chunk_bytes % 16 or stage.bytes % 16:
             raise CodegenError(f"{stage.name}: bulk copies move multiples of 16 bytes")
+        if stage.alias is not None and not stage.alias[2] and stage.bytes % 128:
+            raise CodegenError(f"{stage.name}: views of shared memory (`at`) need stages of "
+                               "multiples of 128 bytes, so the kernel lays the stages they "
+                               "view end to end")
         if stage.bytes // stage.chunk_bytes > 64:
             raise CodegenError(f"{stage.name}: at most 64 chunks a stage")
     for _, _elements, nbytes in program.tensors:

@@ -95,6 +95,10 @@ class Independence:
         self.stage_arrays = {s.array for s in program.stages}
         self.barrier_cta = tuple(b.cta for b in program.barriers)
         self.stage_cta = tuple(s.cta for s in program.stages)
+        self.stage_bit = tuple(i if s.alias is None else s.alias[0]
+                               for i, s in enumerate(program.stages))
+        """Views of one region (`smem ... at`) are one resource: a write through one is a
+        write of the other's bytes (families/smem.py, `alias_write`)."""
         self.release = [0] * nb
         for i, stage in enumerate(program.stages):
             if stage.release is not None:
@@ -134,7 +138,7 @@ class Independence:
     # ------------------------------------------------------------------ resources
 
     def _stage(self, s: int) -> int:
-        return 1 << (self.stage_base + s)
+        return 1 << (self.stage_base + self.stage_bit[s])
 
     def _name(self, c: int, tile: int) -> int:
         """A copy's name (its serial) depends on the copies in flight of the same tile into
@@ -196,7 +200,7 @@ class Independence:
         return [ref.base + i + c * ref.size for c in ctas for i in indices]
 
     def _load_targets(self, line: Line, r, own: int) -> list[tuple[int, int]]:
-        dst, _offset, _src, _size, bar, multicast = line.args
+        dst, _offset, _src, _size, bar, multicast = line.args[:6]
         stages, bars = self._values(dst, r), self._values(bar, r)
         if multicast is None:
             return [(s, b) for s in stages for b in bars]

@@ -127,12 +127,32 @@ class _Expr(ast.NodeVisitor):
         return "(" + op.join(f"({self.visit(v)} != 0)" for v in node.values) + ")"
 
     def visit_IfExp(self, node):
-        return f"(({self.visit(node.test)}) -> ({self.visit(node.body)}) : " \
-               f"({self.visit(node.orelse)}))"
+        """C's `?:` evaluates only the side it takes: so a side's undefined behaviour (a
+        division by zero, an index out of range) counts only where the test takes it."""
+        test = self.visit(node.test)
+        outer, self.ub = self.ub, []
+        body = self.visit(node.body)
+        body_ub, self.ub = self.ub, []
+        orelse = self.visit(node.orelse)
+        else_ub, self.ub = self.ub, outer
+        if body_ub:
+            self.ub.append(f"(({test}) && ({' || '.join(body_ub)}))")
+        if else_ub:
+            self.ub.append(f"(!({test}) && ({' || '.join(else_ub)}))")
+        return f"(({test}) -> ({body}) : ({orelse}))"
 
     def visit_Call(self, node):
         name = node.func.id
+        if name == "_oob":  # a register array indexed outside itself: the run stops
+            self.ub.append("1")
+            return "0"
         args = [self.visit(a) for a in node.args]
+        if name == "_uint":
+            self.ub.append(f"(({args[0]}) < 0)")
+            return f"({args[0]})"
+        if name in ("min", "max"):
+            a, b = args
+            return f"((({a}) {'<' if name == 'min' else '>'} ({b})) -> ({a}) : ({b}))"
         if name == "int":
             return f"({args[0]})"
         if name == "bool":
@@ -179,6 +199,9 @@ class Exporter:
             for node in agent.nodes:
                 if isinstance(node, Line):
                     self._refuse(agent, node)
+        if any(s.alias is not None for s in p.stages):
+            raise NotExported("views of shared memory (`smem ... at`) are not exported to "
+                              "Promela yet")
         self.na, self.nb, self.ns = m.n_agents, m.n_bars, m.n_stages
         self.nch = m.n_chunk_bits
         self.kbits = m.n_chunk_bits + 2 * self.nb
@@ -694,7 +717,8 @@ class Exporter:
         ev = _Expr(lambda i: self.reg(a, i))
         text = ev.run(e.code)
         if ev.ub:
-            raise NotExported(f"a wait's operand divides or shifts ({e.text}): not exported")
+            raise NotExported(f"a wait's operand may stop the run ({e.text}: a division, a "
+                              "shift, a register array's index): not exported")
         return text
 
     def _pure_index(self, a: int, ref: Ref):
@@ -882,7 +906,10 @@ class Exporter:
         return first, end
 
     def _l_load(self, code, a, node):
-        dst, offset, src, size, bar, multicast = node.args
+        dst, offset, src, size, bar, multicast, src_offset = node.args
+        if src_offset is not None:
+            raise NotExported(f"`{node.op}`: a copy of part of a tile (`[tile[k] + off]`) is "
+                              "not exported to Promela yet")
         stage = self.index(code, a, dst)
         tile = self.index(code, a, src)
         b = self.index(code, a, bar)
@@ -928,7 +955,10 @@ class Exporter:
                 code.add(f"if :: {cond} -> tx_check({bb}) :: else -> skip fi;")
 
     def _l_store(self, code, a, node):
-        dst, src, offset, size = node.args
+        dst, src, offset, size, dst_offset = node.args
+        if dst_offset is not None:
+            raise NotExported(f"`{node.op}`: a store into part of a tile (`[tile[k] + off]`) "
+                              "is not exported to Promela yet")
         tile = self.index(code, a, dst)
         stage = self.index(code, a, src)
         n = self.t()

@@ -16,11 +16,12 @@ from app.sim.program import SINK, WAIT_BLOCKS, WAIT_MAY_FAIL, Assign, Branch, Ex
 
 from . import syntax
 from .errors import PipelineError
-from .exprs import STATE_FIELDS, Scope, compile_expr, constant, text_of
+from .exprs import STATE_FIELDS, Scope, compile_expr, constant, out_of_range, text_of
 from .instructions import build
 from .limits import MAX_HELPER_DEPTH, MAX_LINES, MAX_NODES, MAX_REGISTERS, MAX_STAGES
 from .syntax import (
     Agent,
+    ArrayInit,
     BinOp,
     Call,
     Ctor,
@@ -161,6 +162,13 @@ class AgentBuilder:
             self.scope.dead -= dead
 
     def declare(self, stmt: Decl) -> None:
+        if stmt.dim is not None:
+            self.declare_array(stmt)
+            return
+        if isinstance(stmt.init, ArrayInit):
+            raise PipelineError(f"`{stmt.name}` is one register: `{{...}}` initializes an "
+                                "array", stmt.init.pos.line, stmt.init.pos.column,
+                                hint=f"`int {stmt.name}[N] = {{...}};`")
         if stmt.type == "int":
             value = 0 if stmt.init is None else constant(stmt.init, self.scope,
                                                          "a register's initial value")
@@ -184,6 +192,35 @@ class AgentBuilder:
         for part, value in zip(STATE_FIELDS, start, strict=True):
             self.register(f"{stmt.name}.{part}", value, stmt.pos)
         self.scope.states[stmt.name] = stages
+
+    def declare_array(self, stmt: Decl) -> None:
+        """`int a[N] = {...};`: N registers `a[0]`.. (those not written start at 0, as in C)."""
+        pos = stmt.pos
+        if stmt.type != "int":
+            raise PipelineError("an array of PipelineStates is not modelled: declare each "
+                                "state", pos.line, pos.column)
+        size = constant(stmt.dim, self.scope, "a register array's size")
+        if size < 1:
+            raise PipelineError(f"a register array has at least 1 element; got {size}",
+                                stmt.dim.pos.line, stmt.dim.pos.column)
+        values = ()
+        if isinstance(stmt.init, ArrayInit):
+            values = tuple(constant(v, self.scope, "a register's initial value")
+                           for v in stmt.init.values)
+            if len(values) > size:
+                extra = stmt.init.values[size]
+                raise PipelineError(f"`{stmt.name}` has {size} element(s); {len(values)} "
+                                    "values initialize it", extra.pos.line, extra.pos.column)
+        elif stmt.init is not None:
+            raise PipelineError(f"`{stmt.name}` is an array: initialize it with `{{...}}`",
+                                stmt.init.pos.line, stmt.init.pos.column,
+                                hint=f"`int {stmt.name}[{size}] = {{1, 2}};`")
+        if stmt.name in self.scope.registers or stmt.name in self.scope.constants:
+            raise PipelineError(f"`{stmt.name}` is declared twice", pos.line, pos.column)
+        first = len(self.names) + 1
+        for k in range(size):
+            self.register(f"{stmt.name}[{k}]", values[k] if k < len(values) else 0, pos)
+        self.scope.reg_arrays[stmt.name] = (first, size)
 
     def same_stages(self, other: Name, stages: int, name: str) -> None:
         theirs = self.scope.states[other.name]
@@ -249,6 +286,8 @@ class AgentBuilder:
     def updates(self, stmt: Simple) -> tuple:
         name, field = stmt.target
         pos = stmt.pos
+        if stmt.index is not None or name in self.scope.reg_arrays:
+            return self.element_updates(stmt)
         if field is None and name in self.scope.states and stmt.op == "++":
             stages = self.scope.states[name]
             i, p, c = (self.scope.registers[f"{name}.{f}"] for f in ("index", "phase", "count"))
@@ -287,6 +326,55 @@ class AgentBuilder:
         else:
             value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
         return ((self.scope.registers[target], compile_expr(value, self.scope)),)
+
+    def element_updates(self, stmt: Simple) -> tuple:
+        """`a[i] op= e` on a register array. A constant `i` updates its register; a register
+        `i` updates every element, each keeping its value unless it is the one `i` names (so
+        `e` reads the array as it was), the first element's update stopping the run when `i`
+        is outside the array."""
+        name, field = stmt.target
+        pos = stmt.pos
+        if name not in self.scope.reg_arrays:
+            if name in self.scope.registers or name in self.scope.states:
+                raise PipelineError(f"`{name}` is not an array", pos.line, pos.column)
+            raise self.scope.unknown(name, pos)
+        if stmt.index is None:
+            raise PipelineError(f"`{name}` is a register array; name one element", pos.line,
+                                pos.column, hint=f"`{name}[i]`")
+        if field is not None or stmt.op.startswith("."):
+            raise PipelineError(f"`{name}[...]` is an integer; it has no fields", pos.line,
+                                pos.column)
+        ref = syntax.Index(Name(name, pos), stmt.index, pos)
+        if stmt.op in ("++", "--"):
+            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
+        elif stmt.op == "=":
+            value = stmt.value
+        else:
+            value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
+        first, size = self.scope.reg_arrays[name]
+        index = compile_expr(stmt.index, self.scope)
+        new = compile_expr(value, self.scope)
+        if index.const is not None:
+            if not 0 <= index.const < size:
+                if not self.scope.dead:
+                    raise PipelineError(f"`{name}[{index.const}]` is out of range: `{name}` has "
+                                        f"{size} element(s)", stmt.index.pos.line,
+                                        stmt.index.pos.column)
+                return ((first, Expr(new.text, out_of_range(name, index.code, size))),)
+            return ((first + index.const, new),)
+        if any(f"r[{first + k}]" in index.code for k in range(size)):
+            raise PipelineError(f"`{name}[...]`: the index reads `{name}` itself",
+                                stmt.index.pos.line, stmt.index.pos.column,
+                                hint="copy the index into a register first")
+        i = index.code
+        out = []
+        for k in range(size):
+            keep = f"r[{first + k}]"
+            if k == 0:
+                keep = (f"({keep} if 0 <= {i} and {i} < {size} else "
+                        f"{out_of_range(name, i, size)})")
+            out.append((first + k, Expr(new.text, f"({new.code} if {i} == {k} else {keep})")))
+        return tuple(out)
 
     def advance(self, name: str, stmt: Simple) -> tuple:
         """CUTLASS's `PipelineState::advance(num_iterations)` (also `s += n`), as
@@ -410,6 +498,8 @@ def _substitute_words(text: str, words: dict) -> str:
 def _simple_text(stmt: Simple) -> str:
     name, field = stmt.target
     target = name if field is None else f"{name}.{field}"
+    if stmt.index is not None:
+        target = f"{name}[{text_of(stmt.index)}]"
     if stmt.op in ("++", "--"):
         return f"{stmt.op}{target}"
     if stmt.op.startswith("."):
@@ -423,10 +513,16 @@ def substitute(node, mapping: dict):
         return mapping.get(node.name, node)
     if isinstance(node, Simple):
         name, field = node.target
-        if name in mapping and isinstance(mapping[name], Name):
-            node = replace(node, target=(mapping[name].name, field))
+        index = None if node.index is None else substitute(node.index, mapping)
+        arg = mapping.get(name)
+        if isinstance(arg, Name):
+            node = replace(node, target=(arg.name, field))
+        elif (isinstance(arg, syntax.Index) and isinstance(arg.base, Name) and field is None
+              and index is None):  # `h(ph[j])` where the helper writes its parameter
+            node = replace(node, target=(arg.base.name, None))
+            index = arg.index
         value = None if node.value is None else substitute(node.value, mapping)
-        return replace(node, value=value)
+        return replace(node, value=value, index=index)
     if isinstance(node, tuple):
         return tuple(substitute(n, mapping) for n in node)
     if hasattr(node, "__dataclass_fields__") and not isinstance(node, syntax.Pos):

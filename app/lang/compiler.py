@@ -48,7 +48,15 @@ from .limits import (
     MAX_STAGES,
     PARAM_LIMIT,
 )
-from .loader import BUILTIN_CONSTANTS, Pipeline, check_requires, load, resolve_params, sha256
+from .loader import (
+    BUILTIN_CONSTANTS,
+    Pipeline,
+    check_requires,
+    element_variant,
+    load,
+    resolve_params,
+    sha256,
+)
 from .syntax import Agent, Helper, Index, Registers
 
 
@@ -83,11 +91,15 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                     name = f"cta{cta}.{name}"
                 here = {**constants, **cta_constants(shape, cta), "rank": rank,
                         "%warps": warps}
+                text, agent = pipeline.text, item
+                variant = element_variant(pipeline, item.name, count, rank, Scope(here, kinds))
+                if variant is not None:
+                    text, agent = variant
                 warp = len(agents)
                 for lane in range(lanes):
                     mine = {**here, "%laneid": lane} if lanes > 1 else here
-                    builder = AgentBuilder(pipeline.text, arrays, mine, user_helpers)
-                    program = builder.build(f"{name}.lane{lane}" if lanes > 1 else name, item)
+                    builder = AgentBuilder(text, arrays, mine, user_helpers)
+                    program = builder.build(f"{name}.lane{lane}" if lanes > 1 else name, agent)
                     agents.append(replace(_with_deleted(program, item, pipeline), warps=warps,
                                           lanes=lanes, lane=lane, warp=warp))
             threads = sum(a.warps * (32 if a.lane == 0 else 0) for a in agents if a.cta == cta)

@@ -3,7 +3,7 @@ folded over the parameter values into the engine's declarations (`app.sim.progra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from app.sim.barrier import COUNT_LIMIT
@@ -128,7 +128,10 @@ def declarations(pipeline: Pipeline, constants: dict, ctas: int):
                                                 f"`{decl.name}` gets {count}", where, "count")
                 barriers.extend(BarrierDecl(n, decl.name, count, cta) for n in names)
             elif decl.kind == "smem":
-                stages.extend(_stages(decl, names, scope, arrays, where, cta))
+                made = _stages(decl, names, scope, arrays, where, cta)
+                if decl.at is not None:
+                    made = _view(decl, made, stages, arrays, where, cta)
+                stages.extend(made)
         if decl.kind == "tensor":
             nbytes = constant(decl.bytes, scope, "a tensor's element size")
             if box:
@@ -203,6 +206,40 @@ def _stages(decl: Array, names, scope, arrays, where, cta: int) -> list[StageDec
         release = guard.base + cta * guard.size
     return [StageDecl(n, decl.name, i, nbytes, chunk, None if release is None else release + i,
                       cta) for i, n in enumerate(names)]
+
+
+def _view(decl: Array, made: list, stages: list, arrays: dict, where, cta: int) -> list:
+    """`smem o[N] bytes B chunk C at q;`: o's stages lie over q's bytes from q's first byte
+    (q's stages end to end, one region per CTA), as the members of a C++ union do. Both
+    views keep their own names and tiles; writing through one changes the other's bytes."""
+    root = arrays.get(decl.at)
+    if root is None or root.kind != "smem" or decl.at == decl.name:
+        raise PipelineError(f"`at {decl.at}`: no smem array of that name declared before "
+                            f"`{decl.name}`", *where)
+    first = root.base + cta * root.size
+    if stages[first].alias is not None and stages[first].alias[2]:
+        raise PipelineError(f"`at {decl.at}`: `{decl.at}` is itself a view; name the array it "
+                            "views", *where)
+    base_stages = stages[first:first + root.size]
+    region = sum(s.bytes for s in base_stages)
+    chunk = base_stages[0].chunk_bytes
+    if made[0].chunk_bytes != chunk:
+        raise PipelineError(f"`{decl.name}` views `{decl.at}`, whose chunks are {chunk} bytes; "
+                            f"its own are {made[0].chunk_bytes}", *where,
+                            hint="views of the same bytes track them in the same chunks")
+    size = sum(s.bytes for s in made)
+    if size > region:
+        raise PipelineError(f"`{decl.name}` has {size} bytes; `{decl.at}` has {region}", *where,
+                            hint="a view lies inside the bytes it views")
+    offset = 0
+    for k, stage in enumerate(base_stages):
+        stages[first + k] = replace(stage, alias=(first, offset, False))
+        offset += stage.bytes
+    out, offset = [], 0
+    for stage in made:
+        out.append(replace(stage, alias=(first, offset, True)))
+        offset += stage.bytes
+    return out
 
 
 def _limit(node, message: str, where, field: str) -> Exception:

@@ -30,13 +30,16 @@ class Scope:
         self.registers: dict[str, int] = {}
         self.states: dict[str, int] = {}
         """PipelineState register name -> its stage count."""
+        self.reg_arrays: dict[str, tuple[int, int]] = {}
+        """Register array name -> (register of element 0, elements)."""
         self.dead = 0
         """Above 0 while compiling code that never runs (the side of a constant `?:` or `if`
         not taken): what would only fail if it ran (a constant division by zero, `mapa` to a
         CTA the cluster lacks) is left to run time, where it never happens."""
 
     def known(self) -> list[str]:
-        return [*self.constants, *self.registers, *self.states, *self.arrays]
+        return [*self.constants, *self.registers, *self.states, *self.arrays,
+                *self.reg_arrays]
 
     def unknown(self, name: str, pos) -> PipelineError:
         close = difflib.get_close_matches(name, self.known(), n=1)
@@ -85,6 +88,10 @@ def compile_expr(node, scope: Scope) -> Expr:
             return Expr(text, str(scope.constants[node.name]), scope.constants[node.name])
         if node.name in scope.registers:
             return Expr(text, f"r[{scope.registers[node.name]}]")
+        if node.name in scope.reg_arrays:
+            raise PipelineError(f"`{node.name}` is a register array; name one element",
+                                node.pos.line, node.pos.column,
+                                hint=f"`{node.name}[i]`")
         if node.name in scope.states:
             raise PipelineError(f"`{node.name}` is a PipelineState; use one of its fields",
                                 node.pos.line, node.pos.column,
@@ -116,6 +123,9 @@ def compile_expr(node, scope: Scope) -> Expr:
         return _cond(node, scope, text)
     if isinstance(node, Func):
         return _func(node, scope, text)
+    if isinstance(node, Index) and isinstance(node.base, Name) \
+            and node.base.name in scope.reg_arrays:
+        return element(node.base.name, node.index, scope, node.pos)
     if isinstance(node, Index):
         raise PipelineError(f"`{text}` is an element of an array, not a number", node.pos.line,
                             node.pos.column, hint="write it as an operand in brackets: "
@@ -148,6 +158,30 @@ def _binop(node: BinOp, scope: Scope, text: str) -> Expr:
         raise PipelineError(f"unknown operator `{op}`", node.pos.line, node.pos.column)
     both = left.const is not None and right.const is not None
     return _fold(Expr(text, code, None), both, node.pos, scope)
+
+
+def element(name: str, index, scope: Scope, pos) -> Expr:
+    """`a[i]` of a register array: its register where `i` is a constant, else a choice among
+    the elements (C's `?:` chain, which the kernel spells as it is) that stops the run
+    (`out_of_bounds`) on an index outside the array."""
+    first, size = scope.reg_arrays[name]
+    i = compile_expr(index, scope)
+    text = f"{name}[{i.text}]"
+    if i.const is not None:
+        if 0 <= i.const < size:
+            return Expr(text, f"r[{first + i.const}]")
+        if not scope.dead:
+            raise PipelineError(f"`{name}[{i.const}]` is out of range: `{name}` has {size} "
+                                "element(s)", pos.line, pos.column)
+        return Expr(text, out_of_range(name, i.code, size))
+    code = out_of_range(name, i.code, size)
+    for k in reversed(range(size)):
+        code = f"(r[{first + k}] if {i.code} == {k} else {code})"
+    return Expr(text, code)
+
+
+def out_of_range(name: str, index_code: str, size: int) -> str:
+    return f"_oob({name!r}, {index_code}, {size})"
 
 
 def _cond(node: Cond, scope: Scope, text: str) -> Expr:

@@ -48,7 +48,17 @@ class Operands:
         """A destination register, or SINK for `_` and names that are not registers."""
         node = self.items.pop(0)
         if isinstance(node, Name):
+            if node.name in self.scope.reg_arrays:
+                raise self.error(f"`{node.name}` is a register array; name one element", node)
             return self.scope.registers.get(node.name, SINK)
+        if (isinstance(node, Index) and isinstance(node.base, Name)
+                and node.base.name in self.scope.reg_arrays):
+            first, size = self.scope.reg_arrays[node.base.name]
+            index = compile_expr(node.index, self.scope)
+            if index.const is None or not 0 <= index.const < size:
+                raise self.error(f"a destination is one register: `{node.base.name}[k]` with "
+                                 f"k a constant in 0..{size - 1}", node)
+            return first + index.const
         raise self.error("expected a destination register (or `_`)", node)
 
     def optional_dest(self) -> int:
@@ -298,20 +308,20 @@ def _cache_policy(o: Operands) -> None:
 def _load(o: Operands) -> tuple:
     nodes = list(o.items)
     dst, offset = o.ref("smem", allow_offset=True)
-    src = o.ref("tensor")[0]
+    src, src_offset = o.ref("tensor", allow_offset=True)
     size = o.value("the byte count")
     bar = o.ref("barrier")[0]
     multicast = o.multicast(dst, bar, (nodes[0], nodes[3]))
     _cache_policy(o)
-    return (dst, offset, src, size, bar, multicast)
+    return (dst, offset, src, size, bar, multicast, src_offset)
 
 
 def _store(o: Operands) -> tuple:
-    dst = o.ref("tensor")[0]
+    dst, dst_offset = o.ref("tensor", allow_offset=True)
     src, offset = o.ref("smem", allow_offset=True)
     size = o.value("the byte count")
     _cache_policy(o)
-    return (dst, src, offset, size)
+    return (dst, src, offset, size, dst_offset)
 
 
 def _wait_group(o: Operands) -> tuple:

@@ -35,6 +35,12 @@ class Pipeline:
     broken: dict = field(default_factory=dict)
     """Toggles whose patches do not find their text (say, after the same edit was made by
     hand): choosing one is an error; the rest of the pipeline runs."""
+    element_edits: tuple = ()
+    """The chosen patches scoped to one agent of an array (`in consumer[1]`): (bug, agent,
+    index expression, start, end, new text) in `source`. They are not in `text`: that agent
+    alone is compiled from `source` with them applied (`element_variant`)."""
+    edits: tuple = ()
+    """The chosen patches that apply everywhere: (start, end, new text) in `source`."""
     deleted: tuple = ()
     """(line in `text`, the original text, the comment) of each line a chosen toggle turned into
     a comment only: the engine never sees it, the UI shows it struck through."""
@@ -87,17 +93,58 @@ def load(source: str, bugs: frozenset = frozenset()) -> Pipeline:
                                      f"{known}")
         if name in broken:
             raise broken[name]
-    chosen = sorted((e for name in bugs for e in edits[name]), key=lambda e: e[0])
-    for (_, e1, _), (s2, _, _) in zip(chosen, chosen[1:], strict=False):
-        if s2 < e1:
-            raise ParamError("bugs", "these bug toggles edit the same text: "
-                                     f"{', '.join(sorted(bugs))}")
-    text = source
-    for start, end, new in reversed(chosen):
-        text = text[:start] + new + text[end:]
+    every = [(name, e) for name in sorted(bugs) for e in edits[name]]
+    chosen = [e[:3] for _, e in every if e[3] is None]
+    scoped = tuple((name, *e[3], *e[:3]) for name, e in every if e[3] is not None)
+    _no_overlap(chosen + [e[3:] for e in scoped], bugs, elements=[e[3:] for e in scoped])
+    text = _apply(source, chosen)
     patched = syntax.parse(text) if chosen else module
     return Pipeline(source, sha256(source), text, patched, params, toggles, frozenset(bugs),
-                    broken, _deleted_lines(source, text, chosen))
+                    broken, element_edits=scoped, edits=tuple(chosen),
+                    deleted=_deleted_lines(source, text, sorted(chosen)))
+
+
+def _no_overlap(spans: list, bugs, elements: list = ()) -> None:
+    """Two chosen patches may not edit the same text (two patches of one agent's different
+    elements may: each element gets its own)."""
+    spans = sorted(spans, key=lambda e: e[0])
+    for a, b in zip(spans, spans[1:], strict=False):
+        if b[0] < a[1] and not (a in elements and b in elements):
+            raise ParamError("bugs", "these bug toggles edit the same text: "
+                                     f"{', '.join(sorted(bugs))}")
+
+
+def _apply(source: str, edits) -> str:
+    text = source
+    for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def element_variant(pipeline: Pipeline, agent: str, count: int, rank: int, scope: Scope):
+    """The text and syntax of agent `agent`'s element `rank` (of `count`) where chosen
+    patches are scoped to it (`in agent[rank]`), else None."""
+    mine = []
+    for bug, name, index, start, end, new in pipeline.element_edits:
+        if name != agent:
+            continue
+        k = constant(index, scope, "an agent's index")
+        if not 0 <= k < count:
+            raise ParamError("bugs", f"{bug} patches `{agent}[{k}]`, but `{agent}` has {count} "
+                                     "agent(s)")
+        if k == rank:
+            mine.append((start, end, new))
+    if not mine:
+        return None
+    _no_overlap([*pipeline.edits, *mine], pipeline.chosen)
+    text = _apply(pipeline.source, [*pipeline.edits, *mine])
+    module = _parse_variant(text)
+    return text, next(a for a in module.items if isinstance(a, Agent) and a.name == agent)
+
+
+@lru_cache(maxsize=64)
+def _parse_variant(text: str) -> syntax.Module:
+    return syntax.parse(text)
 
 
 def _deleted_lines(source: str, text: str, chosen: list) -> tuple:
@@ -143,17 +190,26 @@ def _params(module) -> dict[str, Param]:
 def _locate(source: str, module, bug: Bug) -> list[tuple[int, int, str]]:
     """Where each patch of `bug` applies: exactly one occurrence in its scope, outside bugs."""
     fenced = [(b.pos.start, b.pos.end) for b in module.items if isinstance(b, Bug)]
-    agents = {a.name: (a.pos.start, a.pos.end) for a in module.items if isinstance(a, Agent)}
+    agents = {a.name: a for a in module.items if isinstance(a, Agent)}
     out = []
     for patch in bug.patches:
         where = (patch.pos.line, patch.pos.column)
         if not patch.old:
             raise PipelineError(f"bug `{bug.name}`: a patch needs text to find", *where)
         low, high = 0, len(source)
+        element = None
         if patch.scope is not None:
             if patch.scope not in agents:
                 raise PipelineError(f"bug `{bug.name}`: no agent `{patch.scope}`", *where)
-            low, high = agents[patch.scope]
+            agent = agents[patch.scope]
+            low, high = agent.pos.start, agent.pos.end
+            if patch.element is not None:
+                if agent.dim is None:
+                    pos = patch.element.pos
+                    raise PipelineError(f"bug `{bug.name}`: `{patch.scope}` is one agent, not "
+                                        "an array", pos.line, pos.column,
+                                        hint=f"write `in {patch.scope} replace ...`")
+                element = (patch.scope, patch.element)
         found, at = [], source.find(patch.old, low)
         while at != -1 and at + len(patch.old) <= high:
             if not any(s <= at < e for s, e in fenced):
@@ -161,11 +217,13 @@ def _locate(source: str, module, bug: Bug) -> list[tuple[int, int, str]]:
             at = source.find(patch.old, at + 1)
         if len(found) != 1:
             scope = f" in agent {patch.scope}" if patch.scope else ""
+            if element is not None:
+                scope = f" in agent {patch.scope}[{text_of(patch.element)}]"
             raise PipelineError(
                 f"bug `{bug.name}`: {patch.old[:50]!r} occurs {len(found)} times{scope}; a "
                 "patch must find its text exactly once", *where,
                 hint="make the text longer, or scope it with `in AGENT replace ...`")
-        out.append((found[0], found[0] + len(patch.old), patch.new))
+        out.append((found[0], found[0] + len(patch.old), patch.new, element))
     return out
 
 

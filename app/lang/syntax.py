@@ -141,16 +141,28 @@ class Decl:
     name: str
     init: object
     pos: Pos
+    dim: object = None
+    """`int a[N];`: a register array of N registers `a[0]`..`a[N-1]`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayInit:
+    """`{e, ...}`: a register array's values at launch (the rest are 0, as in C)."""
+
+    values: tuple
+    pos: Pos
 
 
 @dataclass(frozen=True, slots=True)
 class Simple:
-    """`++x`, `x op= e` or `x = e`: `target` is (name, field or None)."""
+    """`++x`, `x op= e` or `x = e`: `target` is (name, field or None); `index` the element
+    of a register array (`a[i] = e`)."""
 
     target: tuple[str, str | None]
     op: str
     value: object
     pos: Pos
+    index: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +229,8 @@ class Array:
     release: str | None = None
     init: object = None
     pos: Pos = Pos(1, 1)
+    at: str | None = None
+    """`smem o ... at q;`: `o` is another view of `q`'s bytes (a union)."""
     shape: tuple = ()
     """A tensor map's extent in elements per dimension (innermost first), as written."""
     box: tuple = ()
@@ -249,6 +263,8 @@ class Patch:
     old: str
     new: str
     pos: Pos
+    element: object = None
+    """`in consumer[1]`: the one agent of the array the patch applies to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,9 +341,14 @@ class ToAst(Transformer):
         return Vector(tuple(children), _pos(meta))
 
     def smem(self, meta, children):
-        name, dim, nbytes, chunk, *release = children
-        return Array("smem", str(name), dim, bytes=nbytes, chunk=chunk,
-                     release=release[0] if release else None, pos=_pos(meta))
+        name, dim, nbytes, chunk, *rest = children
+        release = next((r for r in rest if isinstance(r, str)), None)
+        at = next((r[1] for r in rest if isinstance(r, tuple)), None)
+        return Array("smem", str(name), dim, bytes=nbytes, chunk=chunk, release=release,
+                     pos=_pos(meta), at=at)
+
+    def view(self, meta, children):
+        return ("at", str(children[0]))
 
     def barrier(self, meta, children):
         name, dim, *init = children
@@ -359,15 +380,15 @@ class ToAst(Transformer):
         return (children[0], _string(children[1]) if len(children) > 1 else "")
 
     def scope(self, meta, children):
-        return str(children[0])
+        return (str(children[0]), children[1] if len(children) > 1 else None)
 
     def replace(self, meta, children):
-        scope = children[0] if len(children) == 3 else None
-        return Patch(scope, _string(children[-2]), _string(children[-1]), _pos(meta))
+        scope, element = children[0] if len(children) == 3 else (None, None)
+        return Patch(scope, _string(children[-2]), _string(children[-1]), _pos(meta), element)
 
     def delete(self, meta, children):
-        scope = children[0] if len(children) == 2 else None
-        return Patch(scope, _string(children[-1]), "", _pos(meta))
+        scope, element = children[0] if len(children) == 2 else (None, None)
+        return Patch(scope, _string(children[-1]), "", _pos(meta), element)
 
     def bug(self, meta, children):
         name, doc, *rest = children
@@ -389,8 +410,11 @@ class ToAst(Transformer):
         return ("PipelineState", stages)
 
     def decl(self, meta, children):
-        (kind, stages), name, *init = children
-        return Decl(kind, stages, str(name), init[0] if init else None, _pos(meta))
+        (kind, stages), name, dim, *init = children
+        return Decl(kind, stages, str(name), init[0] if init else None, _pos(meta), dim)
+
+    def array_init(self, meta, children):
+        return ArrayInit(children[0] if children else (), _pos(meta))
 
     def for_stmt(self, meta, children):
         var, init, cond, update, body = children
@@ -425,17 +449,21 @@ class ToAst(Transformer):
         return children[0]
 
     def lvalue(self, meta, children):
-        return (str(children[0]), str(children[1]) if len(children) > 1 else None)
+        name, *rest = children
+        index = rest.pop(0) if rest and not isinstance(rest[0], Token) else None
+        return (str(name), str(rest[0]) if rest else None, index)
 
     def incr(self, meta, children):
-        return Simple(children[0], "++", None, _pos(meta))
+        name, field, index = children[0]
+        return Simple((name, field), "++", None, _pos(meta), index)
 
     def decr(self, meta, children):
-        return Simple(children[0], "--", None, _pos(meta))
+        name, field, index = children[0]
+        return Simple((name, field), "--", None, _pos(meta), index)
 
     def assign(self, meta, children):
-        target, op, value = children
-        return Simple(target, str(op), value, _pos(meta))
+        (name, field, index), op, value = children
+        return Simple((name, field), str(op), value, _pos(meta), index)
 
     def method(self, meta, children):
         """`s.advance(n)`: a PipelineState's method, an update like `++s`."""
@@ -443,8 +471,8 @@ class ToAst(Transformer):
         return Simple((str(name), None), f".{method}", value, _pos(meta))
 
     def assign_plain(self, meta, children):
-        target, value = children
-        return Simple(target, "=", value, _pos(meta))
+        (name, field, index), value = children
+        return Simple((name, field), "=", value, _pos(meta), index)
 
     def binop(self, meta, children):
         left, op, right = children

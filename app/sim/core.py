@@ -52,9 +52,34 @@ def tile_tag(m, tile: int) -> str:
     return f"t{k}" if t == 0 else f"{m.tensor_names[t]}{k}"
 
 
+SHIFT_SPAN = 1 << 40
+SHIFT_ZERO = 1 << 20
+"""A chunk holds a tile's bytes at the chunk's own position in the stage (what `ld.shared`
+expects), or bytes of the tile from another position: a copy whose global offset differs
+from its shared-memory offset, or a write through another view of the same bytes
+(`smem ... at`). Such content is `shifted(tile, delta)`: the tile id plus (delta / 16 +
+SHIFT_ZERO) * SHIFT_SPAN, where delta = tile byte - stage byte; it equals no tile id."""
+
+
+def shifted(tile: int, delta: int) -> int:
+    if delta == 0 or tile == NO_TILE:
+        return tile
+    return tile + (delta // 16 + SHIFT_ZERO) * SHIFT_SPAN
+
+
+def unshift(content: int) -> tuple[int, int]:
+    """(tile id, delta in bytes) of a chunk's content."""
+    if content < SHIFT_SPAN:
+        return content, 0
+    units, tile = divmod(content, SHIFT_SPAN)
+    return tile, (units - SHIFT_ZERO) * 16
+
+
 def tile_word(m, tile: int) -> str:
+    tile, delta = unshift(tile)
     t, k = divmod(tile, TILE_SPAN)
-    return f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
+    word = f"tile {k}" if t == 0 else f"{m.tensor_names[t]}[{k}]"
+    return f"{word} {delta:+} bytes off its place" if delta else word
 
 
 # ----------------------------------------------------------------------- in-flight copies
@@ -62,9 +87,10 @@ def tile_word(m, tile: int) -> str:
 LOAD, STORE = 0, 1
 FLAG_OVERWRITE, FLAG_PROXY = 1, 2
 # An in-flight copy (`Machine.tma`): [direction, tile, stage, barrier, next_chunk, end_chunk,
-#     agent, group, flagged (FLAG_* bits: each diagnostic once per copy), writing, serial]
+#     agent, group, flagged (FLAG_* bits: each diagnostic once per copy), writing, serial,
+#     content (loads: what its chunks hold once landed, its tile or the tile `shifted`)]
 (OP_DIR, OP_TILE, OP_STAGE, OP_BAR, OP_NEXT, OP_END, OP_AGENT, OP_GROUP, OP_FLAGGED, OP_WRITING,
- OP_SERIAL) = range(11)
+ OP_SERIAL, OP_CONTENT) = range(12)
 
 
 def op_name(m, op: list) -> str:

@@ -26,7 +26,7 @@ from .barrier import Mbarrier, UndefinedBehavior
 from .config import PipelineConfig
 from .core import NO_TILE, W_NONE, checked, op_name
 from .detectors import UB_KINDS, Diagnostic, deadlock_diagnostics
-from .families import FAMILIES, copies, merged, sync, tensor_core
+from .families import FAMILIES, copies, merged, smem, sync, tensor_core
 from .family import STAY
 from .program import _NAMESPACE, Assign, Branch, Expr, Jump, Line, ProgramError, Ref, function
 
@@ -84,6 +84,15 @@ def _prepare_arg(arg):
     if isinstance(arg, tuple):
         return tuple(_prepare_arg(x) for x in arg)
     return arg
+
+
+def _can_move(m, test, a: int, r: list, args) -> bool:
+    """A blocking line whose operands cannot be computed (an index out of range, a division
+    by zero) can move: its step stops the run with `undefined_behavior`, at that line."""
+    try:
+        return test(m, a, r, args)
+    except ProgramError:
+        return True
 
 
 def _out_of_bounds(name: str, i: int, size: int):
@@ -157,9 +166,17 @@ class Machine:
         """Whether anything can reach another CTA (remote arrives, multicast, mapa)."""
         self.chunk_base, self.chunk_mask, base = [], [], 0
         for stage in program.stages:
-            self.chunk_base.append(base)
-            self.chunk_mask.append(((1 << stage.chunks) - 1) << base)
-            base += stage.chunks
+            first = base
+            if stage.alias is not None and stage.alias[2]:
+                # a view shares the bits of the bytes it lies over
+                region, offset, _ = stage.alias
+                first = self.chunk_base[region] + offset // stage.chunk_bytes
+            self.chunk_base.append(first)
+            self.chunk_mask.append(((1 << stage.chunks) - 1) << first)
+            base = max(base, first + stage.chunks)
+        self.aliases = smem.alias_map(program)
+        self.aliased = any(v is not None for v in self.aliases)
+        """Per stage, per chunk, the chunks of other views over the same bytes (or None)."""
         self.n_chunk_bits = base
         """Knowledge bits (ordering.py): one per SMEM chunk, then one per barrier."""
         self.tensor_names = [t[0] for t in program.tensors]
@@ -329,7 +346,13 @@ class Machine:
             pc = r[0]
             if pc < code.end:
                 test = code.blockers[pc]
-                if test is None or test(self, a, r, code.prepared[pc]):
+                if test is None:
+                    out.append(a)
+                    continue
+                try:
+                    if test(self, a, r, code.prepared[pc]):
+                        out.append(a)
+                except ProgramError:  # the step stops the run at this line (`_can_move`)
                     out.append(a)
         base = self.n_agents
         if self.tensor_core:
@@ -366,7 +389,7 @@ class Machine:
         if pc >= len(code.nodes):
             return False
         test = BLOCKERS.get(code.kinds[pc])
-        return test is None or test(self, a, r, code.prepared[pc])
+        return test is None or _can_move(self, test, a, r, code.prepared[pc])
 
     def resolve(self, mover: str) -> int:
         """A move number from a mover's name; `tma` alone means the oldest in-flight copy."""

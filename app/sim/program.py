@@ -123,6 +123,10 @@ class StageDecl:
     release: int | None
     """Index of the barrier whose arrivals release this stage (its `empty_barrier`), if any."""
     cta: int = 0
+    alias: tuple[int, int, bool] | None = None
+    """(region, byte offset in it, whether this stage is a view) where views of the same bytes
+    exist (`smem o ... at q`): stages of one region that cover the same bytes alias each
+    other; the region is the viewed array's stages end to end (its first stage's index)."""
 
     @property
     def chunks(self) -> int:
@@ -207,8 +211,15 @@ def _uint(v: int) -> int:
     raise ProgramError("operand_range", f"a PipelineState advances by 0..2^32-1; got {v}")
 
 
+def _oob(name: str, i: int, size: int) -> int:
+    """A register array indexed outside itself."""
+    raise ProgramError("out_of_bounds", f"{name}[{i}] is out of range: {name} has {size} "
+                                        "element(s)")
+
+
 _NAMESPACE = {"__builtins__": {}, "_div": _div, "_mod": _mod, "_shl": _shl, "_shr": _shr,
-              "int": int, "bool": bool, "min": min, "max": max, "_uint": _uint}
+              "int": int, "bool": bool, "min": min, "max": max, "_uint": _uint,
+              "_oob": _oob}
 _FUNCTIONS: dict[str, object] = {}
 
 

@@ -21,6 +21,7 @@ from ..core import (
     NO_TILE,
     OP_AGENT,
     OP_BAR,
+    OP_CONTENT,
     OP_DIR,
     OP_END,
     OP_FLAGGED,
@@ -31,15 +32,18 @@ from ..core import (
     OP_TILE,
     OP_WRITING,
     STORE,
+    TILE_SPAN,
     W_ASYNC,
     barrier_op,
     init_known,
     op_name,
     remote_access,
+    shifted,
     tile_index,
     tile_word,
     tx_check,
     unread_by_store,
+    unshift,
 )
 from ..detectors import Diagnostic
 from ..family import Family
@@ -80,18 +84,36 @@ def _chunks(m, stage: int, offset, nbytes: int, r) -> tuple[int, int]:
     return start // chunk, (start + nbytes) // chunk
 
 
+def _global_offset(m, tile: int, offset, nbytes: int, r, own: int) -> int:
+    """Where in its tile a copy starts: `[tile[k] + off]`, or where it starts in the stage
+    when no global offset is written (the bytes keep their place)."""
+    if offset is None:
+        return own
+    start = offset(r)
+    name, _, tile_bytes = m.program.tensors[tile // TILE_SPAN]
+    if start < 0 or start % 16 or start + nbytes > tile_bytes:
+        raise ProgramError("copy_shape", f"a copy of {nbytes} bytes at offset {start} of a "
+                                         f"{name} tile ({tile_bytes} bytes) is outside it or "
+                                         "not 16-byte aligned")
+    return start
+
+
 def _load(m, a, r, args, record) -> None:
-    dst, offset, src, size, bar, multicast = args
-    issue_load(m, a, r, dst(r), offset, src(r), size(r), bar(r), multicast, record)
+    dst, offset, src, size, bar, multicast, src_offset = args
+    issue_load(m, a, r, dst(r), offset, src(r), size(r), bar(r), multicast, record, src_offset)
 
 
-def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record) -> None:
+def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
+               src_offset=None) -> None:
     """Put a load of `tile` into `stage` in flight, completing tx on barrier `b` (and, with
     `multicast`, the same load into the same stage and barrier of every CTA of the mask); the
-    tensor copies (families/tensor_copies.py) issue their boxes through it too."""
+    tensor copies (families/tensor_copies.py) issue their boxes through it too. `src_offset`
+    is where in the tile the copy starts (`[tile[k] + off]`; None: its place in the stage)."""
     if nbytes > TX_LIMIT:
         raise ProgramError("operand_range", f"a bulk copy moves at most {TX_LIMIT} bytes")
     first, end = _chunks(m, stage, offset, nbytes, r)
+    own = first * m.program.stages[stage].chunk_bytes
+    content = shifted(tile, _global_offset(m, tile, src_offset, nbytes, r, own) - own)
     targets = [(stage, b)]
     if multicast is not None:
         mask_fn, own, stage_size, bar_size = multicast
@@ -107,6 +129,7 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record) -> No
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
+        m.tma[-1].append(content)
         ordering.forget(m, ordering.chunk_range(m, stage, first, end))
         same = m.stage_tile[stage] == tile
         m.stage_tile[stage] = tile
@@ -146,14 +169,16 @@ def _warn_async_after_read(m, a: int, stage: int, record: dict) -> None:
 
 
 def _store(m, a, r, args, record) -> None:
-    dst, src, offset, size = args
-    issue_store(m, a, r, dst(r), src(r), offset, size(r), record)
+    dst, src, offset, size, dst_offset = args
+    issue_store(m, a, r, dst(r), src(r), offset, size(r), record, dst_offset)
 
 
-def issue_store(m, a, r, tile, stage, offset, nbytes, record) -> None:
+def issue_store(m, a, r, tile, stage, offset, nbytes, record, dst_offset=None) -> None:
     """Put a bulk store of `stage` into `tile` in flight, in the agent's current bulk group (a
-    tensor copy's box and a bulk reduction are stored through it too)."""
+    tensor copy's box and a bulk reduction are stored through it too); `dst_offset` is where
+    in the tile its bytes go (`[tile[k] + off]`)."""
     first, end = _chunks(m, stage, offset, nbytes, r)
+    _global_offset(m, tile, dst_offset, nbytes, r, 0)
     _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], 0, False])
     name = op_name(m, m.tma[-1])
     stage_name = m.stage_names[stage]
@@ -187,11 +212,12 @@ def store_fits(m, a, r, args) -> bool:
     """Whether `_store` with these registers issues its copy with no diagnostic: its operands
     in range, whole chunks, every chunk's write known to the issuer. The checker makes such a
     store at once (app/check)."""
-    dst, src, offset, size = args
+    dst, src, offset, size, dst_offset = args
     try:
-        dst(r)
+        tile = dst(r)
         stage = src(r)
         first, end = _chunks(m, stage, offset, size(r), r)
+        _global_offset(m, tile, dst_offset, size(r), r, 0)
     except ProgramError:
         return False
     return not _unknown_chunks(m, a, stage, first, end)
@@ -285,7 +311,7 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
 def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
-    old_tile = m.chunks[stage][c][0]
+    old_tile = unshift(m.chunks[stage][c][0])[0]
     if m.clustered:
         remote_access(m, m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
                       f"the multicast of {tile_word(m, tile)} wrote "
@@ -302,7 +328,9 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     if m.stores_read_smem:
         unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}", "tma",
                         record)
-    m.chunks[stage][c] = (tile, W_ASYNC)
+    m.chunks[stage][c] = (op[OP_CONTENT], W_ASYNC)
+    if m.aliased:
+        smem.alias_write(m, stage, c, ["tma"], record)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
                              "chunk": c, "tile": tile_index(tile)})
@@ -357,18 +385,19 @@ def _isa_forms() -> tuple:
              "barrier (a release at cluster scope)")
     return (
         Form("cp.async.bulk.shared::cluster.global", "load",
-             "[smem[i] (+ off)], [tensor[k]], bytes, [barrier] {, ctaMask} {, cache-policy}",
+             "[smem[i] (+ off)], [tensor[k] (+ off)], bytes, [barrier] {, ctaMask} "
+             "{, cache-policy}",
              "9.7.9.25.4.1", lands + "; with `.multicast::cluster`, one load landing in every "
              "CTA of `ctaMask`, completing tx on each CTA's own barrier",
              (on_barrier, multicast, hint), implied=release),
         Form("cp.async.bulk.shared::cta.global", "load",
-             "[smem[i] (+ off)], [tensor[k]], bytes, [barrier] {, cache-policy}",
+             "[smem[i] (+ off)], [tensor[k] (+ off)], bytes, [barrier] {, cache-policy}",
              "9.7.9.25.4.1", lands + ", in the executing CTA", (on_barrier, hint),
              remote="with `.shared::cta` the destination is the executing CTA's own shared "
                     "memory (PTX 9.7.9.25.4.1): write `.shared::cluster` for another CTA's",
              implied=release),
         Form("cp.async.bulk.global.shared::cta", "store",
-             "[tensor[k]], [smem[i] (+ off)], bytes {, cache-policy}", "9.7.9.25.4.1",
+             "[tensor[k] (+ off)], [smem[i] (+ off)], bytes {, cache-policy}", "9.7.9.25.4.1",
              "a bulk store: reads the stage chunk by chunk, then its writes land",
              (in_group, hint, cp_mask),
              remote="a bulk store reads the executing CTA's own shared memory (`.shared::cta`)"),

@@ -32,6 +32,7 @@ from ..detectors import Diagnostic
 from ..family import Family, Movers
 from ..isa import Form, Slot
 from ..program import ProgramError
+from . import smem
 
 REGISTERS = OPEN, GROUPS, MASKS, ISSUED, ARRIVES, QUEUE = (
     "%cp_async_open", "%cp_async_groups", "%cp_async_masks", "%cp_async_issued",
@@ -76,6 +77,8 @@ def write_chunks(m, writer: str, stage: int, first: int, end: int, tile: int, wr
     chunks = m.chunks[stage]
     for c in range(first, end):
         chunks[c] = (tile, writer_kind)
+        if m.aliased:
+            smem.alias_write(m, stage, c, [writer], record)
     if m.stage_tile[stage] != tile:
         m.stage_bars[stage] = 0
     m.stage_tile[stage] = tile

@@ -22,15 +22,65 @@ from ..core import (
     W_GENERIC_FENCED,
     WRITER_NAMES,
     remote_access,
+    shifted,
     take,
     tile_index,
     tile_word,
     unread_by_store,
+    unshift,
 )
 from ..detectors import Diagnostic
 from ..family import Family
 from ..isa import Form, Gap, Slot
 from ..program import TC_PENDING
+
+
+def alias_map(program) -> tuple:
+    """Per stage: None, or per chunk the (stage, chunk) pairs of the other views over its
+    bytes (`StageDecl.alias`: views of one region share chunk sizes)."""
+    by_place: dict[tuple[int, int], list] = {}
+    for s, stage in enumerate(program.stages):
+        if stage.alias is not None:
+            region, offset, _ = stage.alias
+            for c in range(stage.chunks):
+                place = (region, offset // stage.chunk_bytes + c)
+                by_place.setdefault(place, []).append((s, c))
+    out = []
+    for s, stage in enumerate(program.stages):
+        if stage.alias is None:
+            out.append(None)
+            continue
+        region, offset, _ = stage.alias
+        out.append(tuple(tuple(x for x in by_place[(region, offset // stage.chunk_bytes + c)]
+                               if x[0] != s) for c in range(stage.chunks)))
+    return tuple(out)
+
+
+def alias_write(m, stage: int, c: int, who: list[str], record: dict) -> None:
+    """Chunk `c` of `stage` was just written: every other view over the same bytes now holds
+    them (its tile's bytes, shifted where the views place them differently), and a tile some
+    agent still owes in that view is overwritten."""
+    views = m.aliases[stage]
+    if views is None:
+        return
+    content, writer = m.chunks[stage][c]
+    tile, delta = unshift(content)
+    size = m.program.stages[stage].chunk_bytes
+    for s2, c2 in views[c]:
+        for (s, old), mask in list(m.owed.items()):
+            if s != s2:
+                continue
+            holders = [x.name for i, x in enumerate(m.agents) if mask >> i & 1]
+            record["diagnostics"].append(Diagnostic.make(
+                "overwrite", m.step_no,
+                f"{who[0]} wrote {m.stage_names[stage]}, which shares its bytes with "
+                f"{m.stage_names[s2]}, while {tile_word(m, old)} was still in use there: "
+                f"{', '.join(holders)} had not released it.",
+                agents=[*who, *holders], stage=m.stage_names[s2]))
+            del m.owed[(s, old)]
+        m.chunks[s2][c2] = (shifted(tile, delta + (c - c2) * size), writer)
+        m.stage_tile[s2] = NO_TILE
+        m.stage_bars[s2] = 0
 
 
 def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> bool:
@@ -55,7 +105,7 @@ def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader
             f"({missing} bytes missing{rest}).", agents=agents, stage=stage_name))
         return False
     held = ", ".join(tile_word(m, t) for t in others if t != NO_TILE)
-    when = "an earlier" if all(t < tile for t in others) else "another"
+    when = "an earlier" if all(unshift(t)[0] < tile for t in others) else "another"
     record["diagnostics"].append(Diagnostic.make(
         "stale_read", m.step_no,
         f"{reader} read {what} from {stage_name} but the buffer still holds {when} tile's data "
@@ -104,6 +154,9 @@ def _st_shared(m, a, r, args, record) -> None:
     m.chunks[stage] = [(tile, W_GENERIC)] * len(m.chunks[stage])
     m.stage_tile[stage] = tile
     m.stage_bars[stage] = 0
+    if m.aliased:
+        for c in range(len(m.chunks[stage])):
+            alias_write(m, stage, c, [m.agents[a].name], record)
     ordering.write(m, a, ordering.chunk_bits(m, stage))
     record["operands"] = {"stage": stage_name, "tile": tile_index(tile)}
     record["events"].append({"kind": "smem_write", "stage": stage_name,
@@ -190,8 +243,14 @@ def _snapshot(m) -> dict:
     return {"stages": [
         {"name": m.stage_names[s], "tile": tile_index(m.stage_tile[s]),
          "chunks": [{"tile": tile_index(t), "proxy": WRITER_NAMES[w],
-                     "fenced": w == W_GENERIC_FENCED} for t, w in m.chunks[s]]}
+                     "fenced": w == W_GENERIC_FENCED, **_shift(t)} for t, w in m.chunks[s]]}
         for s in range(m.n_stages)]}
+
+
+def _shift(content: int) -> dict:
+    """A chunk holding its tile's bytes from another position: how far (docs/engine.md)."""
+    delta = unshift(content)[1]
+    return {"shifted": delta} if delta else {}
 
 
 # ------------------------------------------------------------------- the instruction table

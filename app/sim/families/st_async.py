@@ -34,6 +34,7 @@ from ..family import Family, Movers
 from ..isa import Form, Slot
 from ..program import ProgramError
 from .cp_async import copy_chunks, write_chunks
+from .smem import alias_write
 
 REGISTERS = COUNT, QUEUE = ("%st_async_count", "%st_async_queue")
 LIMIT = 64
@@ -198,6 +199,8 @@ def _reduce(m, writer: str, stage: int, c: int, record: dict) -> int:
             del m.owed[(s, old)]
     tile, _ = m.chunks[stage][c]
     m.chunks[stage][c] = (tile, W_GENERIC)
+    if m.aliased:
+        alias_write(m, stage, c, [writer], record)
     bits = ordering.chunk_range(m, stage, c, c + 1)
     ordering.forget(m, bits)
     record["events"].append({"kind": "smem_write", "stage": stage_name,
