@@ -262,8 +262,9 @@ def test_sse_streams_count_against_the_stream_bound(client, monkeypatch):
 
 # --------------------------------------------------------------------------- the check pool
 
-BIG = {"scenario": "double_buffer_tma", "params": {"stages": 2, "tiles": 6, "consumers": 2},
-       "bugs": ["forget_phase_toggle"], "timeout_s": 30}
+BIG = {"scenario": "double_buffer_tma", "params": {"stages": 4, "tiles": 8, "consumers": 4},
+       "bugs": ["forget_phase_toggle"], "timeout_s": 60}
+"""A check of tens of seconds of CPU: only a cancel frees its worker within seconds."""
 
 
 async def _check_then_leave() -> float:
@@ -302,6 +303,6 @@ async def _check_then_leave() -> float:
 
 def test_a_check_whose_client_left_frees_its_worker_at_once():
     try:
-        assert run_async(_check_then_leave, 30) < 1.0
+        assert run_async(_check_then_leave, 60) < 5.0  # the search alone runs far longer
     finally:
         work.shutdown()
