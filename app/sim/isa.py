@@ -45,7 +45,7 @@ class Form:
 
     stem: str
     kind: str
-    """The engine line kind (a key of `app.sim.machine.HANDLERS`)."""
+    """The engine line kind (a key of `app.sim.agent_code.HANDLERS`)."""
     operands: str
     """The operand form the language reads, as its messages and docs show it."""
     section: str

@@ -22,13 +22,14 @@ failure reports in detectors.py, snapshots in snapshot.py.
 from __future__ import annotations
 
 from . import snapshot
+from .agent_code import BLOCKERS, HANDLERS, agent_code  # noqa: F401 (HANDLERS: the line kinds run)
 from .barrier import Mbarrier, UndefinedBehavior
 from .config import PipelineConfig
 from .core import NO_TILE, W_NONE, checked, op_name
 from .detectors import UB_KINDS, Diagnostic, deadlock_diagnostics
 from .families import FAMILIES, copies, merged, smem, sync, tensor_core
 from .family import STAY
-from .program import _NAMESPACE, Assign, Branch, Expr, Jump, Line, ProgramError, Ref, function
+from .program import Branch, Jump, Line, ProgramError
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = "running", "done", "deadlock", "undefined_behavior"
 CONTROL_LIMIT = 10_000
@@ -36,9 +37,6 @@ CONTROL_LIMIT = 10_000
 
 PC = 0
 
-HANDLERS = merged("handlers")
-BLOCKERS = merged("blockers")
-"""Line kinds that can block, with the test that says whether the agent can move."""
 WAITING = merged("waiting")
 EXPLAIN = merged("explain")
 ARRIVING_KINDS = frozenset(k for f in FAMILIES for k in f.arrives)
@@ -48,44 +46,6 @@ class MoveError(ValueError):
     """A move that cannot be made now (unknown mover, a blocked agent, a finished run)."""
 
 
-class AgentCode:
-    """One agent's nodes with their operands turned into functions of the register list."""
-
-    __slots__ = ("program", "nodes", "end", "kinds", "prepared", "line_of", "blockers",
-                 "handlers", "is_line")
-
-    def __init__(self, program):
-        self.program = program
-        self.nodes = program.nodes
-        self.end = len(program.nodes)
-        self.kinds = tuple(n.kind if isinstance(n, Line) else None for n in program.nodes)
-        self.prepared = tuple(_prepare(n) for n in program.nodes)
-        self.line_of = {node: i for i, node in enumerate(program.listing)}
-        self.blockers = tuple(BLOCKERS.get(k) for k in self.kinds)
-        self.handlers = tuple(HANDLERS.get(k) for k in self.kinds)
-        self.is_line = tuple(k is not None for k in self.kinds) + (True,)
-
-
-def _prepare(node):
-    if isinstance(node, Line):
-        return tuple(_prepare_arg(x) for x in node.args)
-    if isinstance(node, Branch):
-        return function(node.cond)
-    if isinstance(node, Assign):
-        return tuple((reg, function(expr)) for reg, expr in node.updates)
-    return None
-
-
-def _prepare_arg(arg):
-    if isinstance(arg, Expr):
-        return function(arg)
-    if isinstance(arg, Ref):
-        return _index(arg)
-    if isinstance(arg, tuple):
-        return tuple(_prepare_arg(x) for x in arg)
-    return arg
-
-
 def _can_move(m, test, a: int, r: list, args) -> bool:
     """A blocking line whose operands cannot be computed (an index out of range, a division
     by zero) can move: its step stops the run with `undefined_behavior`, at that line."""
@@ -93,37 +53,6 @@ def _can_move(m, test, a: int, r: list, args) -> bool:
         return test(m, a, r, args)
     except ProgramError:
         return True
-
-
-def _out_of_bounds(name: str, i: int, size: int):
-    raise ProgramError("out_of_bounds", f"{name}[{i}] is out of range: {name} has {size} "
-                                        "element(s)")
-
-
-def _index(ref):
-    """A function from registers to the flat index of `ref`'s element, bounds-checked."""
-    base, size, index = ref.base, ref.size, ref.index
-    if ref.cta is None and index.const is not None:
-        value = base + index.const
-        return lambda r: value
-    code = f"{base} + v if 0 <= (v := {index.code}) < {size} else _oob({ref.array!r}, v, {size})"
-    if ref.cta is not None:
-        code = (f"({code}) + c * {size} if 0 <= (c := {ref.cta.code}) < {ref.ctas} "
-                f"else _oob('the cluster', c, {ref.ctas})")
-    return eval(f"lambda r: {code}", {**_NAMESPACE, "_oob": _out_of_bounds})  # noqa: S307
-
-
-_CODE: dict[int, tuple] = {}
-
-
-def agent_code(program) -> tuple[AgentCode, ...]:
-    """Every agent's prepared code, built once per program object."""
-    cached = _CODE.get(id(program))
-    if cached is None or cached[0] is not program:
-        if len(_CODE) > 512:
-            _CODE.clear()
-        cached = _CODE[id(program)] = (program, tuple(AgentCode(a) for a in program.agents))
-    return cached[1]
 
 
 class Machine:
