@@ -180,7 +180,8 @@ async def _answers_during_two_long_checks() -> tuple[list[float], list[float]]:
             response = await client.post("/api/v1/check", json=body)
             checks.append(time.perf_counter())
             assert response.status_code == 200, response.text[:200]
-            assert response.json()["stopped_by"] in ("max_states", None)
+            # a limit ends it either way: on a crowded machine 30,000 states can outlast 60 s
+            assert response.json()["stopped_by"] in ("max_states", "timeout", None)
 
         async def meanwhile():
             await anyio.sleep(0.3)
