@@ -284,17 +284,27 @@ class AgentWriter:
         self._cluster("mbarrier_init_fence")
 
     def _setmaxnreg(self, a) -> None:
-        raise CodegenError(f"`{self.node.op}`: the generator cannot yet make the kernel's "
-                           "per-thread register count the program's `registers N` (ptxas picks "
-                           "it), so the CTA's pool would not be the engine's")
+        """`setmaxnreg.{inc,dec}.sync.aligned.u32 N` by every thread of the agent's warpgroups
+        (`.aligned`: all of a warpgroup's threads execute the same one, PTX 9.7.19.5); the kernel
+        launches every warp with the program's `registers N` (`__maxnreg__`, kernel_layout's
+        `check` says what it refuses), so the CTA's pool is the engine's."""
+        target, increase = a
+        word = "inc" if increase else "dec"
+        self._wgmma(f'asm volatile("setmaxnreg.{word}.sync.aligned.u32 {target.const};" ::: '
+                    '"memory");', "setmaxnreg", f"(u64){target.const}")
+        # the log's detail says which: an `.inc` returned once the pool held what it asked for
+        self.out[-1] = self.out[-1].replace(f"NODE, 0, (u64){target.const}",
+                                            f"NODE, {int(increase)}, (u64){target.const}")
 
     def _arrive_like(self, a, kind: str, call: str) -> None:
         dest, bar, count = a
         addr = self.barrier(bar)
         self.emit(f"const u32 v = {self.value(count)};", 2)
-        self.emit("u64 token = 0;", 2)
+        remote = self.remote(bar)
+        if not remote:  # a remote arrive returns no token (nvcc's warning #177 otherwise)
+            self.emit("u64 token = 0;", 2)
         self.emit("if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);", 2)
-        if self.remote(bar):
+        if remote:
             if dest != SINK or kind == "arrive_drop":
                 raise CodegenError(f"`{self.node.op}` through the cluster window: PTX allows "
                                    "no state there (write `_`), and no arrive_drop")

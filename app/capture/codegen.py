@@ -184,7 +184,29 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
         out.extend(_lane_helpers(program))
         kernel = _with_lanes(kernel)
     out.append(kernel)
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    return _with_launch_registers(text, program) if reconfigures(program) else text
+
+
+def reconfigures(program: Program) -> bool:
+    """Whether the program moves registers with `setmaxnreg`."""
+    return any(getattr(n, "kind", None) == "setmaxnreg" for a in program.agents
+               for n in a.nodes)
+
+
+def _with_launch_registers(text: str, program: Program) -> str:
+    """A kernel whose warpgroups run `setmaxnreg` (PTX 9.7.19.5 needs "a valid value of maximum
+    number of per-thread registers" at launch): `__maxnreg__(N)`, the program's `registers N`,
+    instead of the launch bounds, so every warp starts with N registers as the engine's do; and
+    every device function inlined into the kernel, because ptxas allocates a called function's
+    registers once for all its callers and cannot follow a warp's count across the call
+    (C7600, "Register allocation failed", where a warp at 240 and one at 24 share a callee)."""
+    head = "extern \"C\" __global__ void __launch_bounds__("
+    at = text.index(head)
+    end = text.index(")", text.index(",", at)) + 1
+    text = (text[:at] + f"extern \"C\" __global__ void __maxnreg__({program.registers})"
+            + text[end:])
+    return text.replace("__device__ __noinline__ ", "__device__ __forceinline__ ")
 
 
 WGMMA_HELPERS = r"""

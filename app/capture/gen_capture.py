@@ -104,6 +104,48 @@ def _entries() -> list[GenCapture]:
                               _pipe("remote_after_exit"), {"rounds": 8}, ctas=2,
                               host_bound_s=3.0, exit_sync=exit_sync, **may_trap))
     out.extend(_real_bugs())
+    out.extend(_families())
+    # Register reconfiguration (setmaxnreg) in a warp-specialized ring; with greedy_consumers
+    # the second `.inc` never finds its registers and, having no deadline, hangs the kernel
+    # (the host bound ends it: raw log only, ship.SKIPPED).
+    out.append(GenCapture("gen_register_handoff", _pipe("register_handoff"), {},
+                          ctas=SM_COUNT, flush_before_arrive=True))
+    out.append(GenCapture("gen_register_handoff_greedy_consumers", _pipe("register_handoff"), {},
+                          ["greedy_consumers"], ctas=1, host_bound_s=3.0,
+                          flush_before_arrive=True))
+    return out
+
+
+FAMILY_PROGRAMS = Path(__file__).resolve().parents[2] / "tests" / "sim" / "programs"
+"""The asynchronous and synchronization families' programs (tests/sim/test_*), each the PTX
+text's own example: a checkout has them, an installed wheel does not (then no entries)."""
+FAMILY_CAPTURES = (
+    ("cp_async_mbarrier", ("inc", "noinc_and_arrive", "late_copy")),
+    ("cp_async_groups", ("wait_one", "no_wait", "wait_all")),
+    ("st_async", ("short",)),
+    ("red_async", ("no_wait",)),
+    ("tensor_box", ("in_bounds_bytes",)),
+    ("wgmma_ring", ("release_before_wait", "no_fence")),
+    ("bulk_reduce", ("read_only", "no_fence")),
+    ("named_barrier", ("fixed",)),
+    ("elected_lane", ("syncwarp_fix",)),
+    ("cluster_init", ("release_arrive", "no_init_fence", "no_cluster_barrier")),
+)
+"""(program, its bug toggles) captured as written and with each toggle, on 132 CTAs (66
+clusters where the program is a 2-CTA cluster), records copied out before every arrive."""
+
+
+def _families() -> list[GenCapture]:
+    out = []
+    for program, bugs in FAMILY_CAPTURES:
+        path = FAMILY_PROGRAMS / f"{program}.pipe"
+        if not path.exists():
+            continue
+        text = path.read_text()
+        for bug in (None, *bugs):
+            name = f"gen_{program}" + (f"_{bug}" if bug else "")
+            out.append(GenCapture(name, text, {}, [bug] if bug else [], ctas=SM_COUNT,
+                                  flush_before_arrive=True))
     return out
 
 

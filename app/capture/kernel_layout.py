@@ -27,7 +27,7 @@ SYNC_KINDS = ("bar_sync", "bar_arrive", "elect", "warp_sync", "cluster_arrive", 
 where its program has such lines, so every other kernel's text stays as it was."""
 ASYNC_KINDS = ("cp_async", "cp_async_commit", "cp_async_wait", "cp_async_arrive", "reduce_store",
                "st_async", "red_async", "tensor_load", "tensor_store", "wgmma_fence",
-               "wgmma_mma", "wgmma_commit", "wgmma_wait")
+               "wgmma_mma", "wgmma_commit", "wgmma_wait", "setmaxnreg")
 """Log kinds of the asynchronous families' lines, numbered after those, defined likewise."""
 KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS + SYNC_KINDS + ASYNC_KINDS)}
 KIND_NAME = {code: name for name, code in KIND_CODE.items()}
@@ -243,6 +243,7 @@ def check(program: Program, logging: bool = True) -> None:
         if box.shape[0] * elem % 16 or box.box[0] * elem % 16:
             raise CodegenError(f"tensor map {box.name}: its rows and its box's rows must be "
                                "multiples of 16 bytes (cuTensorMapEncodeTiled)")
+    _check_setmaxnreg(program, lay)
     if lay.threads > 1024:
         raise CodegenError(f"a CTA of {lay.threads} threads: an agent of `warps N` takes N "
                            "warps, and a block has at most 1,024 threads")
@@ -263,3 +264,35 @@ def check(program: Program, logging: bool = True) -> None:
             raise CodegenError("tensor elements must be multiples of 16 bytes")
         if nbytes // 4 > 0x10000:
             raise CodegenError("a tensor element holds at most 65,536 words (the tag encoding)")
+
+
+REGISTER_FILE = 65536
+"""32-bit registers of a Hopper SM, and the most one CTA is given."""
+REGISTER_UNIT = 8
+"""Per-thread registers a warp is allocated in (256 a warp)."""
+
+
+def _check_setmaxnreg(program: Program, lay: Layout) -> None:
+    """`setmaxnreg` runs as the program says only where the kernel's launch count is the
+    program's `registers N` and the CTA can be launched with it: N a whole allocation unit, N
+    registers for every thread of the block within the register file. (The language already
+    asks for whole warpgroups and a constant count, a multiple of 8 in 24..256.)"""
+    users = [a.name for a in program.agents
+             if any(isinstance(n, Line) and n.kind == "setmaxnreg" for n in a.nodes)]
+    if not users:
+        return
+    n = program.registers
+    if n % REGISTER_UNIT:
+        raise CodegenError(f"{users[0]}: `registers {n}` with setmaxnreg: a warp is allocated "
+                           f"registers in units of {REGISTER_UNIT} per thread, so the CTA's "
+                           "pool would not be the engine's; declare a multiple of 8")
+    if n * lay.threads > REGISTER_FILE:
+        raise CodegenError(f"{users[0]}: `registers {n}` for {lay.threads} threads needs "
+                           f"{n * lay.threads:,} registers; a Hopper CTA has at most "
+                           f"{REGISTER_FILE:,} (the launch would fail): at most "
+                           f"{REGISTER_FILE // lay.threads // REGISTER_UNIT * REGISTER_UNIT} "
+                           "registers a thread")
+    if any(a.warps % 4 for a in program.agents if a.name in users) or any(
+            w < 0 for w in lay.warp_agent):
+        raise CodegenError(f"{users[0]}: setmaxnreg needs every warpgroup of the kernel whole "
+                           "(.aligned: all four warps execute it)")

@@ -45,6 +45,19 @@ SKIPPED = {
     "vllm_26026_named_barrier_arrive_early_return_arrive":
         "named-barrier arrivals only, as vllm_26026_named_barrier_arrive: 0 observations to "
         "check (docs/lessons.md keeps the H200's figures)",
+    "bulk_reduce":
+        "a bulk reduction into global memory and a read of its first word: the kernel checks no "
+        "value a reduction leaves (0 observations), so the replay would say nothing the "
+        "simulation does not; the raw logs show every warp finished (docs/gpu-capture.md)",
+    "bulk_reduce_read_only":
+        "as bulk_reduce: 0 observations to check (docs/gpu-capture.md)",
+    "bulk_reduce_no_fence":
+        "as bulk_reduce: 0 observations to check (docs/gpu-capture.md)",
+    "named_barrier":
+        "named-barrier arrivals only, as vllm_26026_named_barrier_arrive: 0 observations to "
+        "check (docs/gpu-capture.md)",
+    "named_barrier_fixed":
+        "named-barrier arrivals only: 0 observations to check (docs/gpu-capture.md)",
     "remote_after_exit_exit_sync":
         "the same kernel with a cluster barrier before exit that the program does not have: "
         "it shows what that barrier hides, not the pipeline (docs/gpu-capture.md)",
@@ -60,6 +73,22 @@ DIFFERENCES: dict[str, str] = {
         "announcement, where they complete the phase and the wait returns. Both orders are "
         "schedules of the model: the round-robin run of this lesson ends in the GPU's "
         "deadlock, and so do schedules the checker finds.",
+    "red_async":
+        "The engine tracks which tile's words a stage holds, not their values: red.async.add "
+        "adds 1 to the counter's first word, so the kernel's check of the read finds that word "
+        "one more than the tile wrote, which it counts as a wrong word; the GPU's value is the "
+        "reduction's result, landed before the read as the engine's run has it (on the H200 "
+        "all 66 clusters' reads found exactly that one word changed).",
+    "red_async_no_wait":
+        "As in red_async, the read found the counter's first word one more than the tile "
+        "wrote: the reduction had landed before the unordered read in all 66 clusters, and the "
+        "engine, which tracks tiles rather than values, calls the read right; the race the "
+        "toggle opens was won on this run, and the checker finds the schedule that loses it.",
+    "wgmma_ring_no_fence":
+        "PTX 9.7.15.7.1 leaves a warpgroup's first wgmma.mma_async without a wgmma.fence "
+        "undefined, and the engine stops there; the H200 ran on (132 CTAs, every warp "
+        "finished, no read wrong), which undefined behaviour allows: the fence orders the "
+        "accumulator registers' accesses, and this kernel checks no accumulator value.",
 }
 """Replay id -> the one sentence that explains a hardware/model difference. A replay whose
 conformance does not match ships only with its sentence here (it goes into the lesson)."""

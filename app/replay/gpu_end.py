@@ -7,10 +7,16 @@ state (`m`, `run`, `raw`, `cta`, `stored`, `observations`, `notes`) and its move
 
 from __future__ import annotations
 
+from app.capture.codegen import KIND_CODE
 from app.sim.core import OP_DIR, OP_NEXT, OP_STAGE, OP_TILE, OP_WRITING, STORE, TILE_SPAN
-from app.sim.machine import DONE, RUNNING, UNDEFINED, Machine, MoveError
+from app.sim.machine import DEADLOCK, DONE, RUNNING, UNDEFINED, Machine, MoveError
 
 from .gpu_log import GpuRecord
+
+HUNG = "launch_hung"
+"""A raw log's `error.name` when the launch never finished (app.capture.gen_runner.HUNG)."""
+NO_DEADLINE = ("setmaxnreg",)
+"""Blocking line kinds the generated kernel issues with no deadline: a hang is their deadlock."""
 
 
 class Divergence(Exception):
@@ -39,11 +45,28 @@ class RunEnd:
         """After the last record: a trap, timeouts or a clean end, each checked."""
         m = self.m
         error = self.raw.get("error")
+        if error and error.get("name") == HUNG and self.hung_without_deadline():
+            return
         if error:
             self.gpu_status = "hardware_trap"
             self.trap(error)
             return
-        # drain what is still in flight: loads land, stores finish
+        self.drain()
+        self.check_stores()
+        if self.gpu_status == "deadlock":
+            if m.status == DONE:
+                raise Divergence("agents timed out on the GPU; the engine finished the run")
+            return
+        if m.status != DONE:
+            blocked = [m.agents[i].name for i in range(m.n_agents)
+                       if m.current_line(i) is not None]
+            raise Divergence(f"every agent finished on the GPU; in the engine "
+                             f"{', '.join(blocked) or 'the run'} did not ({m.status})")
+
+    def drain(self) -> None:
+        """What is still in flight after the last record: loads land, stores finish, the
+        families' asynchronous arrives and stores complete."""
+        m = self.m
         for _ in range(1_000_000):
             if m.status != RUNNING:
                 break
@@ -56,16 +79,32 @@ class RunEnd:
             else:
                 self.move(m.n_agents + 1)
             self.stop_if_ended()
-        self.check_stores()
-        if self.gpu_status == "deadlock":
-            if m.status == DONE:
-                raise Divergence("agents timed out on the GPU; the engine finished the run")
-            return
-        if m.status != DONE:
-            blocked = [m.agents[i].name for i in range(m.n_agents)
-                       if m.current_line(i) is not None]
-            raise Divergence(f"every agent finished on the GPU; in the engine "
-                             f"{', '.join(blocked) or 'the run'} did not ({m.status})")
+
+    def hung_without_deadline(self) -> bool:
+        """A launch that never finished (`launch_hung`) where an agent that never reported
+        its end stands, in the engine, at a blocking line the kernel gives no deadline
+        (`setmaxnreg.inc` waits for the CTA's pool with no way to give up): a deadlock, the
+        kernel's hang, once what is in flight has landed and the rest ran out their waits."""
+        m = self.m
+        ended = {r[1] for r in self.raw.get("records") or []
+                 if r[0] == self.cta and (r[4] & 0xFF) == KIND_CODE["end"]}
+        stuck = [a for a in range(m.n_agents) if a not in ended
+                 and m.current_line(a) is not None
+                 and m.code[a].kinds[m.regs[a][0]] in NO_DEADLINE]
+        if not stuck:
+            return False
+        self.drain()
+        if m.status not in (RUNNING, DEADLOCK) or any(m.agent_enabled(a)
+                                                      for a in range(m.n_agents)):
+            raise Divergence(f"the launch hung ({HUNG}) with "
+                             f"{', '.join(m.agents[a].name for a in stuck)} at setmaxnreg; "
+                             f"the engine can still move ({m.status})")
+        self.gpu_status = "deadlock"
+        names = ", ".join(m.agents[a].name for a in stuck)
+        self.notes.append(f"the launch hung ({HUNG}): {names} never reported, and in the "
+                          f"engine {'they wait' if len(stuck) > 1 else 'it waits'} at a line "
+                          "the kernel gives no deadline (setmaxnreg.inc): a deadlock")
+        return True
 
     def gpu_stored(self, dst_tile: int) -> int | None:
         """The engine id of the one tile whose words the GPU left in store destination

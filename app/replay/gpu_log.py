@@ -33,6 +33,8 @@ class GpuRecord:
 
     @property
     def key(self) -> int:
+        if self.kind == "setmaxnreg":  # an `.inc` (detail 1) returned once the pool held enough
+            return self.post if self.detail else self.pre
         return self.post if self.kind in OBSERVATIONS else self.pre
 
     @classmethod

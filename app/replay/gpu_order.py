@@ -202,6 +202,21 @@ class GpuOrderReplay(RunEnd):
                 return done()
         return done()
 
+    def arrive_async_until(self, b: int, parity: int, pending: int) -> None:
+        """An arrive whose token counts fewer pending arrivals than the engine's: the families'
+        asynchronous arrives (`cp.async.mbarrier.arrive`'s, once its copies completed), which
+        the GPU does not log, came first; make them until the counts agree, or none of them."""
+        barrier = self.m.barriers[b]
+        if (barrier.phase & 1) != parity or barrier.pending_arrivals <= pending:
+            return
+        mark = self.mark()
+        for _ in range(64):
+            if not self.family_move() or (barrier.phase & 1) != parity:
+                break
+            if barrier.pending_arrivals == pending:
+                return
+        self.restore(mark)
+
     def family_move(self) -> bool:
         """Make the first ready move of a family's movers (after the built-in ones), if any."""
         m = self.m
@@ -308,6 +323,7 @@ class GpuOrderReplay(RunEnd):
         barrier = m.barriers[b]
         # a token of a later phase: the copies that completed the earlier one have landed
         self.land_until(b, lambda: (barrier.phase & 1) == parity)
+        self.arrive_async_until(b, parity, pending)
         seen = {"parity": parity, "pending": pending}
         model = {"parity": barrier.phase & 1, "pending": barrier.pending_arrivals}
         self.step_agent(a)
@@ -315,6 +331,19 @@ class GpuOrderReplay(RunEnd):
 
     _arrive_drop = _arrive
     _arrive_expect_tx = _arrive
+
+    def _setmaxnreg(self, a: int, rec: GpuRecord) -> None:
+        """The warpgroup's new count is what the engine's line sets; an `.inc` that returned on
+        the GPU found the registers in the CTA's pool, so the engine must let it move."""
+        m = self.m
+        word = "inc" if rec.detail else "dec"
+        moves = m.agent_enabled(a)
+        record = self.step_agent(a)
+        registers = (record.get("operands") or {}).get("registers")
+        self.observe(rec, f"setmaxnreg.{word} {rec.words[0]}",
+                     {"registers": rec.words[0], "returned": True},
+                     {"registers": registers, "returned": moves},
+                     moves and registers == rec.words[0])
 
     def _wait(self, a: int, rec: GpuRecord) -> None:
         m = self.m

@@ -68,6 +68,10 @@ class ReplayError(ValueError):
 # ------------------------------------------------------------------------------- structure
 
 
+MOVERS = {"tma", "tensor_core", "cp.async", "st.async", "red.async"}
+"""The engine's movers that are no agent of the program (app/sim/families: copies, the tensor
+core, the cp.async copies' arrive, st.async / red.async landings)."""
+
 def _need(cond: bool, field: str, message: str) -> None:
     if not cond:
         raise ReplayError(field, message)
@@ -131,7 +135,7 @@ def validate_trace(doc) -> dict:
     first = _int(window["from"], "window.from", 1)
     total = _int(doc["total_steps"], "total_steps", 0)
     _need(window["to"] <= total, "window.to", "is past total_steps")
-    agents = {a.get("name") for a in doc["layout"]["agents"]} | {"tma", "tensor_core"}
+    agents = {a.get("name") for a in doc["layout"]["agents"]} | MOVERS
     for i, step in enumerate(steps):
         f = f"steps[{i}]"
         _obj(step, f, ("step", "agent", "op", "line", "operands", "events", "diagnostics"))

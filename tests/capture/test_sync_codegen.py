@@ -100,10 +100,8 @@ def test_the_kernels_compile_with_nvcc_for_sm_90a(tmp_path, name):
                            str(tmp_path / f"{name}.cubin"), str(src)],
                           capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # remote arrives declare an unused token (a warning the shipped cluster kernels have too)
-    warnings = [w for w in proc.stderr.splitlines() if "warning" in w.lower()
-                and '"token"' not in w and not w.startswith("Remark")]
-    assert warnings == [], proc.stderr[-3000:]
+    # no warning at all: a remote arrive declares no token it cannot have (once nvcc's #177)
+    assert "warning" not in proc.stderr.lower(), proc.stderr[-3000:]
 
 
 def test_an_agent_of_four_warps_runs_as_a_warpgroup():
@@ -113,10 +111,3 @@ def test_an_agent_of_four_warps_runs_as_a_warpgroup():
     assert "__launch_bounds__(160, 1)" in text
     assert "case 0: return 0;" in text and "c.lane = (threadIdx.x & 31) + 32 * warp_sub(warp);" \
         in text
-
-
-def test_setmaxnreg_is_refused_with_its_reason():
-    text = ("registers 168;\nagent p warps 4 { setmaxnreg.dec.sync.aligned.u32 24; }\n"
-            "agent c warps 4 { setmaxnreg.inc.sync.aligned.u32 240; }\n")
-    with pytest.raises(CodegenError, match="register count the program's `registers N`"):
-        kernel(text)

@@ -665,7 +665,6 @@ n1:
         if (b_i < 0 || b_i >= 2) { err_code = 1; err_value = b_i; goto error; }
         const u32 b = 6 + (u32)b_i;
         const u32 v = 1;
-        u64 token = 0;
         if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);
         const u32 where = mapa_u32(bar_addr(c, b), bar_cta(b));
         u64 pre = 0, post = 0;
@@ -925,7 +924,6 @@ n1:
         if (b_i < 0 || b_i >= 2) { err_code = 1; err_value = b_i; goto error; }
         const u32 b = 4 + (u32)b_i;
         const u32 v = 1;
-        u64 token = 0;
         if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);
         const u32 where = mapa_u32(bar_addr(c, b), bar_cta(b));
         u64 pre = 0, post = 0;

@@ -472,7 +472,6 @@ n7:
         const u32 NODE = 7;
         const u32 b = 1;  // bar[0]
         const u32 v = 1;
-        u64 token = 0;
         if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);
         const u32 where = mapa_u32(bar_addr(c, b), bar_cta(b));
         u64 pre = 0, post = 0;
@@ -559,7 +558,6 @@ n7:
         const u32 NODE = 7;
         const u32 b = 1;  // bar[0]
         const u32 v = 1;
-        u64 token = 0;
         if (c.lane == 0 && L.flush_before_arrive && L.staged) log_flush(L);
         const u32 where = mapa_u32(bar_addr(c, b), bar_cta(b));
         u64 pre = 0, post = 0;
