@@ -76,7 +76,7 @@ from app.sim.detectors import deadlock_diagnostics
 from app.sim.livelock import can_cycle
 from app.sim.machine import RUNNING, UNDEFINED, Machine
 
-from . import counterexample, livelock
+from . import counterexample, livelock, parallel
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import LIVELOCK, Exploration, Found, Progress
 from .model import (
@@ -123,6 +123,7 @@ class Explorer:
         self.canonical = Canonical(self.machine, symmetry=reduce)
         if not reduce:
             self.canonical.key = self.canonical.plain
+            self.canonical.form = _as_it_is
         self.cyclic = can_cycle(cfg.program)
         self.independence = (Independence(self.machine)
                              if reduce and por and applies(self.machine, self.cyclic) else None)
@@ -131,6 +132,9 @@ class Explorer:
         """Whether `successors` tries only a persistent set (the first pass of `explore`)."""
         self.guard: CloseGuard | None = None
         """What `close` consults in a long closure (set for each search)."""
+        self.lent: parallel.Lent | None = None
+        self.helpers = 0
+        """Slots for helper processes, and how many at most (set for each `explore`)."""
         self.fast_restore = fits(self.machine)
         """Whether `successors` may put the machine back part by part (state_codec)."""
 
@@ -207,6 +211,11 @@ class Explorer:
         whatever its length (the persistent pass with `stop_at_first`)."""
         if start is None:
             start = time.perf_counter()
+        if self.lent is not None and self.helpers > 0:
+            out = parallel.run(self, limits, progress, cancel, self.lent, self.helpers,
+                               targets, any_first, start)
+            if out is not None:
+                return out
         out = Exploration(self.cfg, self.reduce, started=start, cyclic=self.cyclic)
         budget = Budget(limits, cancel, start)
         self.guard = CloseGuard(budget, limits.max_local_moves, self.cyclic)
@@ -342,7 +351,8 @@ class Explorer:
         return self._finish(out, start, budget, index)
 
     def explore(self, limits: Limits = DEFAULT_LIMITS, progress: Callable[[Progress], None] | None
-                = None, cancel: Event | None = None) -> Exploration:
+                = None, cancel: Event | None = None, lent: parallel.Lent | None = None,
+                helpers: int = 0) -> Exploration:
         """Expand states cheapest first until none is left or a limit is hit.
 
         Where the partial-order reduction applies (`self.independence`), two passes: the
@@ -353,16 +363,22 @@ class Explorer:
         second pass first, the answer keeps the first pass's counterexamples, not known to be
         shortest.
 
+        With `lent` and `helpers`, where it applies, the search runs on up to `helpers` more
+        processes, borrowed from `lent` (app/check/parallel.py: the same states, costs and
+        parents; `Exploration.workers` says how many ran).
+
         The cyclic garbage collector is paused meanwhile: the search makes millions of
         short-lived tuples and no cycles, and each collection would walk them all."""
         enabled = gc.isenabled()
         gc.disable()
         try:
+            self.lent, self.helpers = lent, helpers
             if self.independence is None:
                 return self._explore(limits, progress, cancel)
             return self._two_passes(limits, progress, cancel)
         finally:
             self.persistent = False
+            self.lent, self.helpers = None, 0
             if enabled:
                 gc.enable()
 
@@ -402,6 +418,7 @@ class Explorer:
         second.states += first.states
         second.transitions += first.transitions
         second.first_found_s = first.first_found_s
+        second.workers = max(first.workers, second.workers)
         second.started = start
         second.elapsed_s = time.perf_counter() - start
         return second
@@ -473,6 +490,11 @@ class Explorer:
         """The shortest schedule found for `kind`, as mover names (`Schedule('manual')` form);
         see app.check.counterexample."""
         return counterexample.schedule(self, out, kind)
+
+
+def _as_it_is(frozen: tuple, pend: list) -> tuple[tuple, list]:
+    """The unreduced search's canonical form: the state as it is."""
+    return frozen, pend
 
 
 def release_memory() -> None:

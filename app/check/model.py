@@ -162,16 +162,22 @@ class Canonical:
             numbers: tuple | None = None) -> bytes:
         """`parent`, `numbers`: a stored state (as `decode_numbers` gave it) whose part objects
         `frozen` may share (state_codec.share): those are named by its numbers, unhashed."""
+        frozen, pend = self.form(frozen, pend)
+        return self.pack(frozen, pend, parent, numbers)
+
+    def form(self, frozen: tuple, pend: list) -> tuple[tuple, list | tuple]:
+        """The canonical representative of a state: what `key` packs (a helper process of a
+        parallel search computes it, app/check/parallel.py, and the search packs it)."""
         if self.groups:
             perm = self._sorting_renaming(frozen, pend)
             if perm is not self.identity:
-                return self.pack(*self._renamed(frozen, pend, perm), parent, numbers)
+                return self._renamed(frozen, pend, perm)
         tma = frozen[F_TMA]
         if len(tma) > 1:
             ordered = tuple(sorted(tma))
             if ordered != tma:
                 frozen = (*frozen[:F_TMA], ordered, *frozen[F_TMA + 1:])
-        return self.pack(frozen, pend, parent, numbers)
+        return frozen, pend
 
     def plain(self, frozen: tuple, pend: list, parent: tuple | None = None,
               numbers: tuple | None = None) -> bytes:
