@@ -113,6 +113,8 @@ class _Helpers:
         self.procs: list = []
         self.conns: list = []
         self.most = 0
+        self.used = 0
+        """The most helpers that had work at once (`Exploration.workers` counts them)."""
         self.grow(want)
 
     def grow(self, want: int) -> None:
@@ -267,6 +269,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                         conn.send_bytes(pickle.dumps(states, pickle.HIGHEST_PROTOCOL))
                         busy[conn] = sent
                         sent += 1
+                        helpers.used = max(helpers.used, len(busy))
                 for conn in wait(list(busy)):
                     answer = pickle.loads(conn.recv_bytes())
                     if answer[0] == "stop":
@@ -289,7 +292,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
     except Stop as stop:
         return explorer._stopped(out, stop, start)
     finally:
-        out.workers = 1 + helpers.most
+        out.workers = 1 + helpers.used
     out.complete = True
     out.depth += 1
     return explorer._finish(out, start)
