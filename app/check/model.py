@@ -218,6 +218,20 @@ class Canonical:
         out.append(self._intern(pend) if i is None else i)
         return PACK.pack(*out)
 
+    def pack_named(self, named: list) -> bytes:
+        """`pack` of a state whose parts come as numbers of this table where known, else as
+        the parts themselves (what a helper of a parallel search sends, app/check/parallel.py);
+        new parts are numbered in the order given, as `pack` numbers them."""
+        ids = self._ids
+        out = []
+        for part in named:
+            if part.__class__ is int:
+                out.append(part)
+            else:
+                i = ids.get(part)
+                out.append(self._intern(part) if i is None else i)
+        return PACK.pack(*out)
+
     def _intern(self, part: tuple) -> int:
         parts = self.parts
         i = self._ids[part] = len(parts)

@@ -33,7 +33,7 @@ from app.sim.machine import DEADLOCK, RUNNING
 
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import Exploration, Progress
-from .model import F_STATUS, pending_total
+from .model import F_STATUS, PACK, pending_total
 
 CHUNK = 48
 """States one message to a helper carries."""
@@ -71,26 +71,60 @@ def applies(explorer, limits: Limits) -> bool:
 
 
 def _helper(explorer, conn, limits: Limits, inherited: list) -> None:
-    """A helper's loop: chunks of (frozen, pending counts) in, per state its successors out
-    as (cost, kinds raised, a local move raised one, canonical state, canonical pending,
-    ended). The search's ends of the pipes it inherited are closed first, so that it sees
-    the end of its own pipe when the search is gone."""
+    """A helper's loop. In: the parts the search's table gained since the last message, then
+    the keys of the states to expand; the helper keeps a copy of the table, so a state travels
+    as its 44-byte key. Out: per state its successors, each (cost, kinds raised, whether a
+    local move raised one, ended, its canonical parts: the search's number where the copy of
+    the table has the part, else the part itself). The search's ends of the pipes it inherited
+    are closed first, so that it sees the end of its own pipe when the search is gone."""
     for other in inherited:
         other.close()
     explorer.guard = CloseGuard(Budget(limits), limits.max_local_moves, explorer.cyclic)
     form = explorer.canonical.form
+    parts: list = []
+    ids: dict = {}
     while True:
         try:
-            chunk = pickle.loads(conn.recv_bytes())
+            message = pickle.loads(conn.recv_bytes())
         except EOFError:
             return
-        if chunk is None:
+        if message is None:
             return
+        new, chunk = message
+        for part in new:
+            ids[part] = len(parts)
+            parts.append(part)
         try:
-            answer = [_expand(explorer, form, frozen, pend) for frozen, pend in chunk]
+            answer = [_expand_key(explorer, form, parts, ids, key) for key in chunk]
             conn.send_bytes(pickle.dumps(("ok", answer), pickle.HIGHEST_PROTOCOL))
         except Stop as stop:
             conn.send_bytes(pickle.dumps(("stop", stop.reason, stop.message)))
+
+
+def _expand_key(explorer, form, parts: list, ids: dict, key: bytes) -> list:
+    numbers = PACK.unpack(key)
+    frozen = tuple(parts[i] for i in numbers[:-1])
+    old_pend = parts[numbers[-1]]
+    out = []
+    for _, cost, record, closing, machine, after, now in explorer.successors(
+            frozen, list(old_pend)):
+        at_stop = machine.stop_report if machine.status == DEADLOCK else ()
+        kinds = [d["kind"] for d in record["diagnostics"]
+                 if not any(d is s for s in at_stop)]
+        raised = bool(closing) and any(not any(c is d for d in at_stop) for c in closing)
+        canonical, canonical_pend = form(now, after)
+        named = []
+        for part, old, number in zip(canonical, frozen, numbers, strict=False):
+            if part is old:
+                named.append(number)
+            else:
+                i = ids.get(part)
+                named.append(part if i is None else i)
+        canonical_pend = tuple(canonical_pend)
+        i = numbers[-1] if canonical_pend == old_pend else ids.get(canonical_pend)
+        named.append(canonical_pend if i is None else i)
+        out.append((cost, kinds, raised, machine.status != RUNNING, named))
+    return out
 
 
 def _expand(explorer, form, frozen: tuple, pend: list) -> list:
@@ -101,8 +135,8 @@ def _expand(explorer, form, frozen: tuple, pend: list) -> list:
                  if not any(d is s for s in at_stop)]
         raised = bool(closing) and any(not any(c is d for d in at_stop) for c in closing)
         canonical, canonical_pend = form(now, after)
-        out.append((cost, kinds, raised, canonical, tuple(canonical_pend),
-                    machine.status != RUNNING))
+        out.append((cost, kinds, raised, machine.status != RUNNING, canonical,
+                    tuple(canonical_pend)))
     return out
 
 
@@ -180,7 +214,8 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
     budget = Budget(limits, cancel, start)
     explorer.guard = CloseGuard(budget, limits.max_local_moves, False)
     canonical = explorer.canonical
-    pack, decode = canonical.pack, canonical.decode
+    pack, pack_named, decode = canonical.pack, canonical.pack_named, canonical.decode
+    synced = dict.fromkeys(helpers.conns, 0)
     try:
         machine, pend, _ = explorer.root()
     except Stop as stop:
@@ -200,11 +235,11 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
     n_agents = explorer.machine.n_agents
     expanded = 0
 
-    def apply(node: int, current: int, successors: list) -> None:
-        for step_cost, kinds, raised, frozen, after, ended in successors:
+    def apply(node: int, current: int, successors: list, named: bool = False) -> None:
+        for step_cost, kinds, raised, ended, *state in successors:
             out.transitions += 1
             reached = current + step_cost
-            key = pack(frozen, after)
+            key = pack_named(state[0]) if named else pack(*state)
             for kind in kinds:
                 explorer._found(out, kind, reached, node, key)
             if raised:
@@ -258,30 +293,41 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                         return explorer._finish(out, start)
                 continue
             chunks = [order[i:i + CHUNK] for i in range(0, len(order), CHUNK)]
-            answers: dict[int, list] = {}
+            answers: dict[int, tuple[bool, list]] = {}
             busy: dict = {}
             sent = applied = 0
             while applied < len(chunks):
                 for conn in helpers.conns:
                     if conn not in busy and sent < len(chunks):
-                        states = [decode(keys[node]) for node in chunks[sent]
-                                  if not terminal[node]]
-                        conn.send_bytes(pickle.dumps(states, pickle.HIGHEST_PROTOCOL))
+                        table = canonical.parts
+                        new = table[synced[conn]:]
+                        synced[conn] = len(table)
+                        states = [keys[node] for node in chunks[sent] if not terminal[node]]
+                        conn.send_bytes(pickle.dumps((new, states), pickle.HIGHEST_PROTOCOL))
                         busy[conn] = sent
                         sent += 1
                         helpers.used = max(helpers.used, len(busy))
-                for conn in wait(list(busy)):
+                if sent < len(chunks):  # every helper is busy: the search expands one too
+                    answers[sent] = (False, [
+                        _expand(explorer, canonical.form, *decode(keys[node]))
+                        for node in chunks[sent] if not terminal[node]])
+                    sent += 1
+                    ready = wait(list(busy), 0)
+                else:
+                    ready = wait(list(busy))
+                for conn in ready:
                     answer = pickle.loads(conn.recv_bytes())
                     if answer[0] == "stop":
                         raise Stop(answer[1], answer[2])
-                    answers[busy.pop(conn)] = answer[1]
+                    answers[busy.pop(conn)] = (True, answer[1])
                 while applied in answers:
-                    expansions = iter(answers.pop(applied))
+                    named, expansions = answers.pop(applied)
+                    expansions = iter(expansions)
                     for node in chunks[applied]:
                         if terminal[node]:
                             deadlocked(node, current, *decode(keys[node]))
                         else:
-                            apply(node, current, next(expansions))
+                            apply(node, current, next(expansions), named)
                             expanded += 1
                     applied += 1
                     if _look(out, budget, progress, buckets, len(order) - CHUNK * applied,
