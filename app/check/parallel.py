@@ -99,6 +99,8 @@ def _helper(explorer, conn, limits: Limits, inherited: list) -> None:
             conn.send_bytes(pickle.dumps(("ok", answer), pickle.HIGHEST_PROTOCOL))
         except Stop as stop:
             conn.send_bytes(pickle.dumps(("stop", stop.reason, stop.message)))
+        except Exception as err:  # a consistency check failed: the search reports it
+            conn.send_bytes(pickle.dumps(("error", f"{type(err).__name__}: {err}")))
 
 
 def _expand_key(explorer, form, parts: list, ids: dict, key: bytes) -> list:
@@ -319,6 +321,8 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                     answer = pickle.loads(conn.recv_bytes())
                     if answer[0] == "stop":
                         raise Stop(answer[1], answer[2])
+                    if answer[0] == "error":
+                        raise AssertionError(f"in a helper of the search: {answer[1]}")
                     answers[busy.pop(conn)] = (True, answer[1])
                 while applied in answers:
                     named, expansions = answers.pop(applied)

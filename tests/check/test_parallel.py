@@ -137,3 +137,13 @@ def test_helpers_are_given_back_during_the_search_when_a_check_arrives(small_chu
     assert together.workers >= 2
     assert looks["given_back_at"] == 5  # at the level the check arrived, not at the end
     assert lender.spare[1] == 0  # every slot back once the search ended
+
+
+def test_a_failure_in_a_helper_is_the_searchs_internal_error(small_chunks, monkeypatch):
+    def broken(*args):
+        raise ValueError("a consistency check failed")
+
+    monkeypatch.setattr(parallel, "_expand_key", broken)
+    cfg = config("double_buffer_tma", stages=2, tiles=3, consumers=2)
+    with pytest.raises(AssertionError, match="in a helper of the search: ValueError"):
+        Explorer(cfg).explore(STATE_BOUND, lent=parallel.Lent.fixed(1), helpers=1)
