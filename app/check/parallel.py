@@ -297,6 +297,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
             chunks = [order[i:i + CHUNK] for i in range(0, len(order), CHUNK)]
             answers: dict[int, tuple[bool, list]] = {}
             busy: dict = {}
+            local = None  # the chunk the search expands itself: [index, answers, position]
             sent = applied = 0
             while applied < len(chunks):
                 for conn in helpers.conns:
@@ -309,14 +310,21 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                         busy[conn] = sent
                         sent += 1
                         helpers.used = max(helpers.used, len(busy))
-                if sent < len(chunks):  # every helper is busy: the search expands one too
-                    answers[sent] = (False, [
-                        _expand(explorer, canonical.form, *decode(keys[node]))
-                        for node in chunks[sent] if not terminal[node]])
+                if local is None and sent < len(chunks):  # every helper is busy
+                    local = [sent, [], 0]
                     sent += 1
-                    ready = wait(list(busy), 0)
+                if local is not None:  # one state of its own, then a look at the helpers
+                    at, mine, position = local
+                    node = chunks[at][position]
+                    if not terminal[node]:
+                        mine.append(_expand(explorer, canonical.form, *decode(keys[node])))
+                    local[2] += 1
+                    if local[2] == len(chunks[at]):
+                        answers[at] = (False, mine)
+                        local = None
+                    ready = wait(list(busy), 0) if busy else []
                 else:
-                    ready = wait(list(busy))
+                    ready = wait(list(busy)) if busy else []
                 for conn in ready:
                     answer = pickle.loads(conn.recv_bytes())
                     if answer[0] == "stop":
