@@ -25,6 +25,7 @@ from app.sim.schedule import Schedule
 from app.sim.trace import Run
 
 from .engine import Limits, Progress
+from .parallel import Lent
 from .service import (
     DEFAULT_MAX_STATES,
     DEFAULT_TIMEOUT_S,
@@ -63,6 +64,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="plain breadth-first search over every state (for comparison)")
     parser.add_argument("--no-partial-order", action="store_true",
                         help="the search without its partial-order reduction (for comparison)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes the search may run on (default 1; more where the "
+                             "program cannot cycle: app/check/parallel.py)")
     parser.set_defaults(run=run)
     return parser
 
@@ -75,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
     limits = Limits(max_states, timeout_s, MAX_MEMORY, args.stop_at_first)
     bar = None if args.no_progress else ProgressBar(limits, sys.stderr)
     try:
+        helpers = max(0, args.workers - 1)
         result = check_config(scenario, cfg, limits, bar, reduce=not args.no_reduction,
-                              por=not args.no_partial_order)
+                              por=not args.no_partial_order, lent=Lent.fixed(helpers),
+                              helpers=helpers)
     except InternalError as err:
         if bar is not None and bar.drawn and bar.tty:
             sys.stderr.write("\r\x1b[K")

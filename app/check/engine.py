@@ -76,7 +76,7 @@ from app.sim.detectors import deadlock_diagnostics
 from app.sim.livelock import can_cycle
 from app.sim.machine import RUNNING, UNDEFINED, Machine
 
-from . import counterexample, livelock
+from . import counterexample, livelock, parallel
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import LIVELOCK, Exploration, Found, Progress
 from .model import (
@@ -89,6 +89,7 @@ from .model import (
     store_reads_invisible,
 )
 from .por import Independence, applies
+from .state_codec import fits, restore, share
 
 __all__ = ["Exploration", "Explorer", "Found", "Limits", "Progress", "release_memory"]
 
@@ -122,6 +123,7 @@ class Explorer:
         self.canonical = Canonical(self.machine, symmetry=reduce)
         if not reduce:
             self.canonical.key = self.canonical.plain
+            self.canonical.form = _as_it_is
         self.cyclic = can_cycle(cfg.program)
         self.independence = (Independence(self.machine)
                              if reduce and por and applies(self.machine, self.cyclic) else None)
@@ -130,6 +132,11 @@ class Explorer:
         """Whether `successors` tries only a persistent set (the first pass of `explore`)."""
         self.guard: CloseGuard | None = None
         """What `close` consults in a long closure (set for each search)."""
+        self.lent: parallel.Lent | None = None
+        self.helpers = 0
+        """Slots for helper processes, and how many at most (set for each `explore`)."""
+        self.fast_restore = fits(self.machine)
+        """Whether `successors` may put the machine back part by part (state_codec)."""
 
     def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
         """A machine in the initial state, local moves made; its pending counts; diagnostics."""
@@ -139,13 +146,18 @@ class Explorer:
         return machine, pend, diagnostics
 
     def successors(self, frozen: tuple, pend: list[int]):
-        """Every (move, edge cost, record, closing diagnostics, machine, pending counts) from a
-        state, in move order, but a twin agent's move (model.Canonical.twins: it leads to the
-        key an identical agent's move leads to); in the persistent pass, only the moves of a
-        persistent set (app/check/por.py), or every move where one of those stops the run with
-        undefined behaviour. The machine is reused: read it before asking for the next one."""
+        """Every (move, edge cost, record, closing diagnostics, machine, pending counts,
+        state reached) from a state, in move order, but a twin agent's move
+        (model.Canonical.twins: it leads to the key an identical agent's move leads to); in the
+        persistent pass, only the moves of a persistent set (app/check/por.py), or every move
+        where one of those stops the run with undefined behaviour. The machine is reused: read
+        it before asking for the next one. The state reached is `machine.freeze()` with each
+        part the move left unchanged shared with `frozen` (state_codec.share); between two
+        moves the machine is put back by rebuilding only the parts the last one changed
+        (state_codec.restore)."""
         machine = self.machine
         machine.thaw(frozen)
+        fast = self.fast_restore
         n_agents = machine.n_agents
         twins = self.canonical.twins(frozen, pend)
         ready = list(machine.ready)
@@ -159,7 +171,7 @@ class Explorer:
             order = chosen
         else:
             order = ready
-        fresh = True
+        now = None
         stopped = False
         done = set()
         while True:
@@ -167,9 +179,11 @@ class Explorer:
                 if move in twins or move in done:
                     continue
                 done.add(move)
-                if not fresh:
-                    machine.thaw(frozen)
-                fresh = False
+                if now is not None:
+                    if fast:
+                        restore(machine, frozen, now)
+                    else:
+                        machine.thaw(frozen)
                 record = machine.step(move)
                 if machine.status == UNDEFINED:
                     stopped = True
@@ -181,7 +195,8 @@ class Explorer:
                     cost = 1
                 closing = (close(machine, self.local, after, None, self.reads, self.guard)
                            if machine.status == RUNNING else [])
-                yield move, cost, record, closing, machine, after
+                now = share(machine.freeze(), frozen)
+                yield move, cost, record, closing, machine, after, now
             if order is ready or not stopped:
                 return
             order = ready  # a chosen move stops every mover: expand the state fully
@@ -196,11 +211,16 @@ class Explorer:
         whatever its length (the persistent pass with `stop_at_first`)."""
         if start is None:
             start = time.perf_counter()
+        if self.lent is not None and self.helpers > 0:
+            out = parallel.run(self, limits, progress, cancel, self.lent, self.helpers,
+                               targets, any_first, start)
+            if out is not None:
+                return out
         out = Exploration(self.cfg, self.reduce, started=start, cyclic=self.cyclic)
         budget = Budget(limits, cancel, start)
         self.guard = CloseGuard(budget, limits.max_local_moves, self.cyclic)
         key_of = self.canonical.key
-        decode = self.canonical.decode
+        decode = self.canonical.decode_numbers
         try:
             machine, pend, _ = self.root()
         except Stop as stop:
@@ -245,7 +265,7 @@ class Explorer:
                 for position, node in enumerate(bucket):
                     if cost[node] != current:
                         continue  # queued again at a lower cost, and expanded then
-                    frozen, node_pend = decode(keys[node])
+                    frozen, node_pend, numbers = decode(keys[node])
                     if terminal[node]:
                         if frozen[F_STATUS] == DEADLOCK:
                             self.machine.thaw(frozen)
@@ -277,11 +297,11 @@ class Explorer:
                                               {k: f.steps for k, f in out.found.items()}))
                     children = [] if cyclic else None
                     looped: list[int] = []
-                    for move, step_cost, record, closing, machine, after in \
+                    for move, step_cost, record, closing, machine, after, reached_state in \
                             self.successors(frozen, node_pend):
                         out.transitions += 1
                         reached = current + step_cost
-                        key = key_of(machine.freeze(), after)
+                        key = key_of(reached_state, after, frozen, numbers)
                         at_stop = machine.stop_report if machine.status == DEADLOCK else ()
                         for diagnostic in record["diagnostics"]:
                             if not any(diagnostic is d for d in at_stop):
@@ -313,7 +333,7 @@ class Explorer:
                             real = child if child >= 0 else ~child
                             children.append(real)
                             if real == node:  # exact (the same state) or renamed
-                                looped.append(move if machine.freeze() == frozen
+                                looped.append(move if reached_state == frozen
                                               and after == node_pend else ~move)
                         if child >= 0:
                             buckets.setdefault(reached, []).append(child)
@@ -331,7 +351,8 @@ class Explorer:
         return self._finish(out, start, budget, index)
 
     def explore(self, limits: Limits = DEFAULT_LIMITS, progress: Callable[[Progress], None] | None
-                = None, cancel: Event | None = None) -> Exploration:
+                = None, cancel: Event | None = None, lent: parallel.Lent | None = None,
+                helpers: int = 0) -> Exploration:
         """Expand states cheapest first until none is left or a limit is hit.
 
         Where the partial-order reduction applies (`self.independence`), two passes: the
@@ -342,16 +363,22 @@ class Explorer:
         second pass first, the answer keeps the first pass's counterexamples, not known to be
         shortest.
 
+        With `lent` and `helpers`, where it applies, the search runs on up to `helpers` more
+        processes, borrowed from `lent` (app/check/parallel.py: the same states, costs and
+        parents; `Exploration.workers` says how many ran).
+
         The cyclic garbage collector is paused meanwhile: the search makes millions of
         short-lived tuples and no cycles, and each collection would walk them all."""
         enabled = gc.isenabled()
         gc.disable()
         try:
+            self.lent, self.helpers = lent, helpers
             if self.independence is None:
                 return self._explore(limits, progress, cancel)
             return self._two_passes(limits, progress, cancel)
         finally:
             self.persistent = False
+            self.lent, self.helpers = None, 0
             if enabled:
                 gc.enable()
 
@@ -391,6 +418,7 @@ class Explorer:
         second.states += first.states
         second.transitions += first.transitions
         second.first_found_s = first.first_found_s
+        second.workers = max(first.workers, second.workers)
         second.started = start
         second.elapsed_s = time.perf_counter() - start
         return second
@@ -462,6 +490,11 @@ class Explorer:
         """The shortest schedule found for `kind`, as mover names (`Schedule('manual')` form);
         see app.check.counterexample."""
         return counterexample.schedule(self, out, kind)
+
+
+def _as_it_is(frozen: tuple, pend: list) -> tuple[tuple, list]:
+    """The unreduced search's canonical form: the state as it is."""
+    return frozen, pend
 
 
 def release_memory() -> None:

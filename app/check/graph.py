@@ -96,6 +96,8 @@ class Exploration:
     pass of the partial-order reduction, app/check/por.py: its paths may be longer)."""
     persistent_states: int | None = None
     """States the persistent pass stored, where the partial-order reduction ran."""
+    workers: int = 1
+    """Processes the search ran on: itself and its helpers (app/check/parallel.py)."""
 
     def is_shortest(self, kind: str) -> bool:
         """Whether the counterexample for `kind` is known to be a shortest one (for a livelock:

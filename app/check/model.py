@@ -15,6 +15,7 @@ import marshal
 import struct
 
 from app.sim.core import OP_AGENT
+from app.sim.families import FAMILIES
 from app.sim.machine import Machine
 from app.sim.program import Jump
 
@@ -106,16 +107,13 @@ def store_reads_invisible(machine: Machine, reduce: bool = True) -> bool:
     return kinds <= WRITES_NO_SMEM
 
 
-WRITES_NO_SMEM = frozenset({
-    "arrive", "arrive_drop", "arrive_expect_tx", "assign", "bar_arrive", "bar_sync",
-    "cluster_arrive", "cluster_wait", "commit_group", "complete_tx", "elect", "expect_tx",
-    "init", "inval", "ld_global", "ld_shared", "mbarrier_init_fence", "mma", "proxy_fence",
-    "setmaxnreg", "st_global", "store", "tc_commit", "tc_fence", "tc_ld", "tc_wait_ld",
-    "wait_group", "wait_parity", "wait_token", "warp_sync"})
-"""Line kinds that never write shared memory. A write (a TMA load landing, `st.shared`, or
-a kind this list does not know) while a bulk store has not read its chunks is an `overwrite`
-(core.unread_by_store) that only a read left for later shows, so where a program has one the
-reads are ordinary moves."""
+WRITES_NO_SMEM = frozenset(kind for family in FAMILIES if family.writes_smem is not None
+                           for kind in family.handlers if kind not in family.writes_smem)
+"""Line kinds that never write shared memory, as their families declare them
+(`Family.writes_smem`; a family that declares nothing counts as writing with every kind). A
+write (a TMA load landing, `st.shared`, or a kind of an undeclared family) while a bulk store
+has not read its chunks is an `overwrite` (core.unread_by_store) that only a read left for
+later shows, so where a program has one the reads are ordinary moves."""
 
 
 def new_pend(n_agents: int) -> list:
@@ -160,41 +158,98 @@ class Canonical:
         self.part_bytes = 0
         """An estimate of what the interned parts take (for the search's memory limit)."""
 
-    def key(self, frozen: tuple, pend: list) -> bytes:
+    def key(self, frozen: tuple, pend: list, parent: tuple | None = None,
+            numbers: tuple | None = None) -> bytes:
+        """`parent`, `numbers`: a stored state (as `decode_numbers` gave it) whose part objects
+        `frozen` may share (state_codec.share): those are named by its numbers, unhashed."""
+        frozen, pend = self.form(frozen, pend)
+        return self.pack(frozen, pend, parent, numbers)
+
+    def form(self, frozen: tuple, pend: list) -> tuple[tuple, list | tuple]:
+        """The canonical representative of a state: what `key` packs (a helper process of a
+        parallel search computes it, app/check/parallel.py, and the search packs it)."""
         if self.groups:
             perm = self._sorting_renaming(frozen, pend)
             if perm is not self.identity:
-                return self.pack(*self._renamed(frozen, pend, perm))
+                return self._renamed(frozen, pend, perm)
         tma = frozen[F_TMA]
         if len(tma) > 1:
-            frozen = (*frozen[:F_TMA], tuple(sorted(tma)), *frozen[F_TMA + 1:])
-        return self.pack(frozen, pend)
+            ordered = tuple(sorted(tma))
+            if ordered != tma:
+                frozen = (*frozen[:F_TMA], ordered, *frozen[F_TMA + 1:])
+        return frozen, pend
 
-    def plain(self, frozen: tuple, pend: list) -> bytes:
+    def plain(self, frozen: tuple, pend: list, parent: tuple | None = None,
+              numbers: tuple | None = None) -> bytes:
         """The key without reductions: the frozen state as it is (the unreduced search)."""
-        return self.pack(frozen, pend)
+        return self.pack(frozen, pend, parent, numbers)
 
-    def pack(self, frozen: tuple, pend) -> bytes:
+    def pack(self, frozen: tuple, pend, parent: tuple | None = None,
+             numbers: tuple | None = None) -> bytes:
         """A state as 44 bytes: the number of each of its parts in this search's table of
         distinct parts (hash-consing). States share most parts (the same chunks, the same
         barriers), so a stored state costs its 44 bytes plus the parts no state had before;
-        equal states give equal bytes because equal parts get equal numbers."""
+        equal states give equal bytes because equal parts get equal numbers. A part that is
+        `parent`'s own object gets `parent`'s number for it without a look-up (`numbers`:
+        the parent's key's numbers)."""
         ids, parts = self._ids, self.parts
         out = []
-        for part in (*frozen, tuple(pend)):
-            i = ids.get(part)
-            if i is None:
-                i = ids[part] = len(parts)
-                parts.append(part)
-                self.part_bytes += PART_OVERHEAD * len(marshal.dumps(part, KEY_FORMAT)) + 100
-            out.append(i)
+        pend = tuple(pend)
+        if parent is not None:
+            for part, old, number in zip(frozen, parent, numbers, strict=False):
+                if part is old:
+                    out.append(number)
+                    continue
+                i = ids.get(part)
+                if i is None:
+                    i = self._intern(part)
+                out.append(i)
+            old = parts[numbers[-1]]
+            if pend == old:
+                out.append(numbers[-1])
+                return PACK.pack(*out)
+        else:
+            for part in frozen:
+                i = ids.get(part)
+                if i is None:
+                    i = self._intern(part)
+                out.append(i)
+        i = ids.get(pend)
+        out.append(self._intern(pend) if i is None else i)
         return PACK.pack(*out)
+
+    def pack_named(self, named: list) -> bytes:
+        """`pack` of a state whose parts come as numbers of this table where known, else as
+        the parts themselves (what a helper of a parallel search sends, app/check/parallel.py);
+        new parts are numbered in the order given, as `pack` numbers them."""
+        ids = self._ids
+        out = []
+        for part in named:
+            if part.__class__ is int:
+                out.append(part)
+            else:
+                i = ids.get(part)
+                out.append(self._intern(part) if i is None else i)
+        return PACK.pack(*out)
+
+    def _intern(self, part: tuple) -> int:
+        parts = self.parts
+        i = self._ids[part] = len(parts)
+        parts.append(part)
+        self.part_bytes += PART_OVERHEAD * len(marshal.dumps(part, KEY_FORMAT)) + 100
+        return i
 
     def decode(self, key: bytes) -> tuple[tuple, list]:
         """The frozen state and pending-move counts a key was made from."""
         parts = self.parts
         numbers = PACK.unpack(key)
         return tuple(parts[i] for i in numbers[:-1]), list(parts[numbers[-1]])
+
+    def decode_numbers(self, key: bytes) -> tuple[tuple, list, tuple]:
+        """`decode`, and the key's part numbers (for `key`'s `numbers`)."""
+        parts = self.parts
+        numbers = PACK.unpack(key)
+        return tuple(parts[i] for i in numbers[:-1]), list(parts[numbers[-1]]), numbers
 
     def _sorting_renaming(self, frozen: tuple, pend: list) -> tuple[int, ...]:
         """The renaming that sorts each group of identical agents by its *full* signature
@@ -208,6 +263,9 @@ class Canonical:
         the same whichever order the tie is given. Hence one sort is a canonical form for any
         number of identical agents (4 consumers: one sort, not 4! = 24 renamings)."""
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        if all(regs[x] < regs[y] for group in self.groups
+               for x, y in zip(group, group[1:], strict=False)):
+            return self.identity  # each group is sorted by its signatures' first part
         n = self.n_agents
         waits = _waits_by_agent(frozen)
         perm = self.identity
@@ -238,6 +296,8 @@ class Canonical:
         if not self.groups:
             return set()
         regs, bulk = frozen[F_REGS], frozen[F_BULK]
+        if all(len({regs[a] for a in group}) == len(group) for group in self.groups):
+            return set()  # twins have equal registers
         n = self.n_agents
         waits = _waits_by_agent(frozen)
         out: set[int] = set()

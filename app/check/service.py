@@ -16,6 +16,7 @@ from dataclasses import replace
 from threading import Event
 
 from app.core.config import settings
+from app.core.pool import lender as pool_lender
 from app.scenarios import ParamError, Scenario
 from app.scenarios import get as get_scenario
 from app.sim.config import PipelineConfig
@@ -25,6 +26,7 @@ from app.sim.trace import Run
 from .budget import CloseGuard, Stop
 from .engine import Exploration, Explorer, Limits, Progress, release_memory
 from .graph import LIVELOCK
+from .parallel import Lent
 
 MAX_STATES = 2_000_000
 MAX_TIMEOUT_S = 60.0
@@ -85,14 +87,16 @@ def scenario_for(scenario_id: str) -> Scenario:
 
 def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
                  progress: Callable[[Progress], None] | None = None,
-                 cancel: Event | None = None, reduce: bool = True, por: bool = True) -> dict:
+                 cancel: Event | None = None, reduce: bool = True, por: bool = True,
+                 lent: Lent | None = None, helpers: int = 0) -> dict:
     """Explore `cfg` and build the answer, traces included; `InternalError` if a consistency
-    check fails on the way."""
+    check fails on the way. `lent`, `helpers`: slots the search may borrow for helper
+    processes, and how many at most (app/check/parallel.py)."""
     start = time.perf_counter()
     describe = scenario.describe(cfg)
     try:
         explorer = Explorer(cfg, reduce, por)
-        out = explorer.explore(limits, progress, cancel)
+        out = explorer.explore(limits, progress, cancel, lent, helpers)
         if explorer.guard is not None:  # the rebuild's closures get a little time of their own
             explorer.guard = CloseGuard(explorer.guard.budget.extended(POST_SEARCH_S),
                                         explorer.guard.max_moves, explorer.cyclic)
@@ -112,7 +116,7 @@ def check_config(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
         "elapsed_s": round(time.perf_counter() - start, 4),
         "transitions": out.transitions,
         "persistent_states": out.persistent_states,
-        "workers": 1,
+        "workers": out.workers,
         "depth": out.depth - 1,
         "stopped_by": out.stopped_by,
         "complete": out.complete,
@@ -251,8 +255,12 @@ def check_job(scenario: Scenario, cfg: PipelineConfig, limits: Limits,
             report({"states_explored": p.states, "transitions": p.transitions,
                     "depth": p.depth, "frontier": p.frontier,
                     "elapsed_s": round(p.elapsed_s, 3), "found": p.found})
+    lender = pool_lender()
+    lent = (None if lender is None
+            else Lent(lender.borrow, lender.owed, lender.give_back))
     try:
-        answer = check_config(scenario, cfg, limits, progress, cancel)
+        answer = check_config(scenario, cfg, limits, progress, cancel, lent=lent,
+                              helpers=settings.check_helpers)
     except InternalError:
         raise
     except Exception as err:  # anything else in a worker is a bug too: name the configuration

@@ -53,6 +53,9 @@ class Settings:
         os.environ.get("MBI_DATA_DIR") or default_data_dir()))
     check_concurrency: int = field(default_factory=lambda: _int("MBI_CHECK_CONCURRENCY", 2))
     """Worker processes for schedule checks, per server process."""
+    check_helpers: int = field(default_factory=lambda: _int("MBI_CHECK_HELPERS", 0))
+    """Helper processes one check may add (app/check/parallel.py), each borrowing a slot of
+    `check_concurrency` that no check holds; 0 (the default): every check runs alone."""
     check_queue: int = field(default_factory=lambda: _int("MBI_CHECK_QUEUE", 2))
     """Checks that may wait for a worker; past that, 503 with Retry-After."""
     build_workers: int = field(default_factory=lambda: _int("MBI_BUILD_WORKERS", 1))

@@ -40,15 +40,18 @@ class Busy(Exception):
 
 _flags = None
 _reports = None
+_spare = None
+_spare_lock = None
 
 
-def _init(flags, reports, nice: int, parent: int) -> None:
+def _init(flags, reports, nice: int, parent: int, spare=None, spare_lock=None) -> None:
     """Runs first in each worker. The workers run at a lower priority than the server: on a
     small machine a search takes the idle CPU, not the event loop's. The watchdog starts: it
     ends a job past its deadline, its memory bound or (after `CANCEL_GRACE_S`) its cancel, and
     the worker itself once the server process that started it is gone."""
-    global _flags, _reports
+    global _flags, _reports, _spare, _spare_lock
     _flags, _reports = flags, reports
+    _spare, _spare_lock = spare, spare_lock
     if nice:
         with contextlib.suppress(OSError, AttributeError):
             os.nice(nice)
@@ -149,6 +152,40 @@ class Flag:
         _flags[self.slot] = 1
 
 
+class Lender:
+    """The pool's idle slots, as a job in a worker sees them: a job may borrow slots no other
+    job holds (for helper processes of its own, app/check/parallel.py) and must give them back
+    as soon as `owed` says a new job took one. The server publishes how many of its `workers`
+    slots no job holds (`spare[0]`); `spare[1]` counts the slots lent now."""
+
+    def __init__(self, spare, lock):
+        self.spare = spare
+        self.lock = lock
+
+    def borrow(self, want: int) -> int:
+        """Up to `want` slots (0 when none is idle)."""
+        with self.lock:
+            k = max(0, min(want, self.spare[0] - self.spare[1]))
+            self.spare[1] += k
+        return k
+
+    def give_back(self, k: int) -> None:
+        if k > 0:
+            with self.lock:
+                self.spare[1] = max(0, self.spare[1] - k)
+
+    def owed(self) -> int:
+        """Slots lent beyond what is idle now (a job arrived): give that many back."""
+        return max(0, self.spare[1] - self.spare[0])
+
+
+def lender() -> Lender | None:
+    """The lender of the pool this worker serves (None outside a pool worker)."""
+    if _spare is None or _spare_lock is None:
+        return None
+    return Lender(_spare, _spare_lock)
+
+
 def _report(slot: int) -> Callable:
     return lambda payload: _reports.put((slot, payload))
 
@@ -218,6 +255,9 @@ class WorkPool:
         self.flags = None
         self.reports = None
         self.reader: threading.Thread | None = None
+        self.spare = None
+        """Shared with the workers: [slots no job holds, slots lent to jobs] (`Lender`)."""
+        self.spare_lock = None
 
     @property
     def queued(self) -> bool:
@@ -247,12 +287,16 @@ class WorkPool:
             self.flags = context.RawArray("b", 2 * self.limit)
             """Per slot: its cancel flag, and (at `limit + slot`) whether its job started."""
             self.reports = context.SimpleQueue()
+            self.spare = context.RawArray("i", 2)
+            self.spare_lock = context.Lock()
+            self._publish()
             # the forkserver, not this process, is the parent of its workers
             parent = -1 if self.start_method == "forkserver" else os.getpid()
             self.executor = ProcessPoolExecutor(self.workers, mp_context=context,
                                                 initializer=_init,
                                                 initargs=(self.flags, self.reports,
-                                                          self.nice, parent))
+                                                          self.nice, parent, self.spare,
+                                                          self.spare_lock))
             self.reader = threading.Thread(target=self._read, name=f"{self.name}-reports",
                                            daemon=True)
             self.reader.start()
@@ -277,6 +321,14 @@ class WorkPool:
         with self.lock:
             self.listeners.pop(slot, None)
             self.free.append(slot)
+            self._publish()
+
+    def _publish(self) -> None:
+        """Tell the workers how many slots no job holds (running or queued): what a job may
+        borrow. A job that arrives lowers it first, so the borrowers give slots back before
+        it needs them (a queued check is never starved by another's helpers)."""
+        if self.spare is not None:
+            self.spare[0] = max(0, self.workers - self.running)
 
     async def run(self, fn: Callable, *args, progress: Callable | None = None,
                   cancellable: bool = False, until: float | None = None,
@@ -292,6 +344,7 @@ class WorkPool:
                 raise Busy(f"{self.running} {self.name} jobs are running or queued on this "
                            "server; try again soon")
             slot = self.free.pop()
+            self._publish()
         try:
             executor = self.start()
             self.flags[slot] = 0

@@ -84,6 +84,11 @@ class Family:
     as a local one (app/check/model.py)."""
     forms: tuple = ()
     """The family's rows of the instruction table (app/sim/isa.py: `Form`s and `Gap`s)."""
+    writes_smem: frozenset | None = None
+    """The kinds of the family whose moves may write shared memory (a TMA load's landing
+    chunks, `st.shared`), so that every other kind of it never does; None (the default): not
+    declared, every kind is taken to write. The checker makes bulk-store reads at once only
+    in programs whose kinds all declare they write nothing (app/check/model.py)."""
 
 
 STAY = "stay"

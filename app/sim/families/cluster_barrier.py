@@ -133,4 +133,4 @@ FAMILY = Family(
     {"cluster_arrive": _arrive, "cluster_wait": _wait, "mbarrier_init_fence": _fence},
     {"cluster_wait": _ready}, {"cluster_wait": _waiting}, explain={"cluster_wait": _explain},
     registers=(ARRIVED, FENCED, OWN_INITS), slots=lambda program: 2, exits=True,
-    forms=_isa_forms())
+    forms=_isa_forms(), writes_smem=frozenset())

@@ -249,4 +249,4 @@ FAMILY = Family(
     FAMILY_NAME, 50, {"bar_sync": _sync, "bar_arrive": _arrive_only}, {"bar_sync": _ready},
     {"bar_sync": _waiting}, explain={"bar_sync": _explain}, snapshot=_snapshot,
     registers=(ARRIVED, COUNT, PARKED), slots=lambda program: IDS * program.cluster, exits=True,
-    forms=_isa_forms())
+    forms=_isa_forms(), writes_smem=frozenset())

@@ -27,4 +27,5 @@ def _assign(m, a, r, args, record) -> None:
                              "value": value})
 
 
-FAMILY = Family("register updates (app/sim/families/registers.py)", 0, {"assign": _assign})
+FAMILY = Family("register updates (app/sim/families/registers.py)", 0, {"assign": _assign},
+                writes_smem=frozenset())

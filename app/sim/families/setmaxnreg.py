@@ -87,4 +87,5 @@ def _isa_forms() -> tuple:
 FAMILY = Family(
     "register reconfiguration (app/sim/families/setmaxnreg.py)", 70,
     {"setmaxnreg": _setmaxnreg}, {"setmaxnreg": _ready}, {"setmaxnreg": _waiting},
-    explain={"setmaxnreg": _explain}, registers=(COUNT,), forms=_isa_forms())
+    explain={"setmaxnreg": _explain}, registers=(COUNT,), forms=_isa_forms(),
+    writes_smem=frozenset())

@@ -491,4 +491,4 @@ FAMILY = Family(
     "mbarrier (app/sim/families/sync.py)", 10, HANDLERS, BLOCKERS, WAITING,
     explain={"wait_parity": _explain, "wait_token": _explain},
     arrives=("arrive", "arrive_drop", "arrive_expect_tx"), deadlock=_deadlock,
-    snapshot=_snapshot, forms=_isa_forms())
+    snapshot=_snapshot, forms=_isa_forms(), writes_smem=frozenset())

@@ -201,5 +201,5 @@ FAMILY = Family(
     "tensor core (app/sim/families/tensor_core.py)", 40,
     {"mma": _mma, "tc_commit": _commit, "tc_fence": _fence, "tc_ld": _ld,
      "tc_wait_ld": _wait_ld},
-    arrives=("tc_commit",), snapshot=_snapshot, forms=_isa_forms())
+    arrives=("tc_commit",), snapshot=_snapshot, forms=_isa_forms(), writes_smem=frozenset())
 """The tensor core's move (`retire`) is a built-in mover of the machine (`tensor_core`)."""

@@ -138,4 +138,4 @@ FAMILY = Family(
     {"elect": _elect, "warp_sync": _warp_sync},
     {"elect": _ready, "warp_sync": _ready}, {"elect": _waiting, "warp_sync": _waiting},
     explain={"elect": _explain, "warp_sync": _explain}, registers=(PARKED,), exits=True,
-    forms=_isa_forms())
+    forms=_isa_forms(), writes_smem=frozenset())
