@@ -231,8 +231,11 @@ class Independence:
         so its control flow is followed exactly, every wait taken as returning; from a branch
         or an operand that reads a register another mover sets (a wait's result, a token),
         every line reachable is counted (`future`). A wait is (barrier, parity, what the agent
-        touches up to and with that wait, arrives on, completes bytes on, whether its earlier
-        lines touch that barrier, its program counter). Cached per state of the agent."""
+        touches before that wait, arrives on, completes bytes on, whether its earlier
+        lines touch that barrier, its program counter). What the agent touches up to a wait
+        leaves the wait out: it moves only once the phase completed, so it belongs with what
+        follows (the wait returns only after a necessary enabling set moved). Cached per state
+        of the agent."""
         key = (a, tuple(r))
         hit = self._ahead.get(key)
         if hit is not None:
@@ -277,7 +280,7 @@ class Independence:
                     bars = self._values(node.args[1], regs)
                     if len(bars) == 1:
                         b = bars[0]
-                        points.append((b, _eval(node.args[2], regs), f | line, arrive, tx,
+                        points.append((b, _eval(node.args[2], regs), f, arrive, tx,
                                        (f >> b) & 1, pc))
                 f |= line
                 arrive |= self._line_barriers(a, pc, regs, ARRIVES)
@@ -478,7 +481,7 @@ class Independence:
                 if not touched and barrier.valid and (barrier.phase & 1) == parity:
                     cut = point
                     break
-            if not enabled and (cut is None or cut[6] != pc):
+            if not enabled and (cut is None or cut is not points[0] or cut[6] != pc):
                 return None  # blocked, but not on a wait the lookahead names as its boundary
             if cut is None:
                 near[a] = (flip(f), arrive, tx)
