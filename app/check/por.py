@@ -92,6 +92,11 @@ class Independence:
         self.rw_mask = (1 << self.rw_bits) - 1
         self.x_mask = (1 << ctas) - 1
         self.exit_mask = ((1 << (2 * ctas)) - 1) << self.xr_base
+        self.inc_base = self.xw_base + ctas
+        self.bar_mask = (1 << nb) - 1
+        """After the exit bits, one *tx* bit per barrier: a thread's `complete_tx` where the
+        phase cannot complete (arrivals are pending). Two of them commute (the tx-count and the
+        ledger only add); each conflicts with every other move on that barrier."""
         self.agent_cta = machine.agent_cta
         self.barrier_arrays = {b.array for b in program.barriers}
         self.stage_arrays = {s.array for s in program.stages}
@@ -173,11 +178,15 @@ class Independence:
         return g
 
     def flip(self, f: int) -> int:
-        """`f` with its exit reads and writes swapped: `g & flip(f)` is a conflict."""
+        """`f` with its exit reads and writes swapped, and its barrier bits and tx bits
+        swapped: `g & flip(f)` is a conflict (a tx bit conflicts with its barrier's bit, not
+        with another tx bit)."""
         rw = f & self.rw_mask
         xr = (f >> self.xr_base) & self.x_mask
         xw = (f >> self.xw_base) & self.x_mask
-        return rw | (xw << self.xr_base) | (xr << self.xw_base)
+        inc = (f >> self.inc_base) & self.bar_mask
+        return (rw | (xw << self.xr_base) | (xr << self.xw_base)
+                | ((rw & self.bar_mask) << self.inc_base) | inc)
 
     @staticmethod
     def _values(ref: Ref, r) -> list[int]:
@@ -336,7 +345,7 @@ class Independence:
                 elif ref.array in self.stage_arrays:
                     stages.extend(self._values(ref, r))
         for b in barriers:
-            f |= 1 << b
+            f |= 1 << (self.inc_base + b if kind == "complete_tx" else b)
             if kind in WAITS:
                 f |= self.stages_of[b]
             if kind in ARRIVES:
@@ -471,7 +480,7 @@ class Independence:
             f, arrive, tx, points = self.lookahead(a, r)
             enabled = a in moves_of
             if enabled:
-                cur[a] = self.current(a, r)
+                cur[a] = self._completing(self.current(a, r), barriers)
             elif code[a].nodes[pc].kind not in WAITS:
                 return None
             cut = None
@@ -542,6 +551,18 @@ class Independence:
                 best_size = size
                 best = sorted(move for x in members for move in moves_of.get(x, ()))
         return best
+
+    def _completing(self, f: int, barriers) -> int:
+        """A move's footprint in this state: a `complete_tx` on a barrier with no arrival
+        pending may complete its phase, so it touches the barrier itself."""
+        inc = (f >> self.inc_base) & self.bar_mask
+        while inc:
+            low = inc & -inc
+            b = low.bit_length() - 1
+            if barriers[b].pending_arrivals == 0 or not barriers[b].valid:
+                f |= low
+            inc ^= low
+        return f
 
     def _exit_guard(self, members: set, behind: set, cur: dict, boundary: dict,
                     moves_of: dict, unfinished: list, guarded: set) -> list[tuple[int, int]]:
