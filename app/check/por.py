@@ -91,6 +91,13 @@ class Independence:
         self.xw_base = self.rw_bits + ctas
         self.rw_mask = (1 << self.rw_bits) - 1
         self.x_mask = (1 << ctas) - 1
+        self.exit_mask = ((1 << (2 * ctas)) - 1) << self.xr_base
+        self.inc_base = self.xw_base + ctas
+        self.bar_mask = (1 << nb) - 1
+        """After the exit bits, one *tx* bit per barrier: a thread's `complete_tx` where the
+        phase cannot complete (arrivals are pending). Two of them commute (the tx-count and the
+        ledger only add); each conflicts with every other move on that barrier."""
+        self.agent_cta = machine.agent_cta
         self.barrier_arrays = {b.array for b in program.barriers}
         self.stage_arrays = {s.array for s in program.stages}
         self.barrier_cta = tuple(b.cta for b in program.barriers)
@@ -171,11 +178,15 @@ class Independence:
         return g
 
     def flip(self, f: int) -> int:
-        """`f` with its exit reads and writes swapped: `g & flip(f)` is a conflict."""
+        """`f` with its exit reads and writes swapped, and its barrier bits and tx bits
+        swapped: `g & flip(f)` is a conflict (a tx bit conflicts with its barrier's bit, not
+        with another tx bit)."""
         rw = f & self.rw_mask
         xr = (f >> self.xr_base) & self.x_mask
         xw = (f >> self.xw_base) & self.x_mask
-        return rw | (xw << self.xr_base) | (xr << self.xw_base)
+        inc = (f >> self.inc_base) & self.bar_mask
+        return (rw | (xw << self.xr_base) | (xr << self.xw_base)
+                | ((rw & self.bar_mask) << self.inc_base) | inc)
 
     @staticmethod
     def _values(ref: Ref, r) -> list[int]:
@@ -229,8 +240,11 @@ class Independence:
         so its control flow is followed exactly, every wait taken as returning; from a branch
         or an operand that reads a register another mover sets (a wait's result, a token),
         every line reachable is counted (`future`). A wait is (barrier, parity, what the agent
-        touches up to and with that wait, arrives on, completes bytes on, whether its earlier
-        lines touch that barrier). Cached per state of the agent."""
+        touches before that wait, arrives on, completes bytes on, whether its earlier
+        lines touch that barrier, its program counter). What the agent touches up to a wait
+        leaves the wait out: it moves only once the phase completed, so it belongs with what
+        follows (the wait returns only after a necessary enabling set moved). Cached per state
+        of the agent."""
         key = (a, tuple(r))
         hit = self._ahead.get(key)
         if hit is not None:
@@ -275,8 +289,8 @@ class Independence:
                     bars = self._values(node.args[1], regs)
                     if len(bars) == 1:
                         b = bars[0]
-                        points.append((b, _eval(node.args[2], regs), f | line, arrive, tx,
-                                       (f >> b) & 1))
+                        points.append((b, _eval(node.args[2], regs), f, arrive, tx,
+                                       (f >> b) & 1, pc))
                 f |= line
                 arrive |= self._line_barriers(a, pc, regs, ARRIVES)
                 tx |= self._line_barriers(a, pc, regs, TX_LINES)
@@ -331,7 +345,7 @@ class Independence:
                 elif ref.array in self.stage_arrays:
                     stages.extend(self._values(ref, r))
         for b in barriers:
-            f |= 1 << b
+            f |= 1 << (self.inc_base + b if kind == "complete_tx" else b)
             if kind in WAITS:
                 f |= self.stages_of[b]
             if kind in ARRIVES:
@@ -424,7 +438,13 @@ class Independence:
         there makes it a member); what it does after can only follow that completion, so the
         movers that can let the wait return (a necessary enabling set) stand for it. With an
         arrival pending only an arrive can complete a phase; with none pending and bytes owed,
-        only a complete-tx (a thread's, or a load's landing)."""
+        only a complete-tx (a thread's, or a load's landing). A blocked mover's boundary is
+        the wait it stands on (else the state is expanded fully: it may return and move on).
+
+        A CTA's exit is one event, the end of the last of its agents. A member's move that
+        reaches into CTA c (or may end c's last agent) conflicts with it only while every
+        other agent of c can end meanwhile: where one of them is a member or stands behind
+        its boundary (`behind`), c cannot exit before the member moves (`_exit_guard`)."""
         ready = m.ready
         if len(ready) <= 1:
             return None
@@ -450,31 +470,33 @@ class Independence:
         far: dict[int, tuple[int, int, int]] = {}
         boundary: dict[int, tuple[int, int]] = {}
         flip = self.flipped
+        unfinished: list[list[int]] = [[] for _ in range(self.ctas)]
         for a in range(n):
             r = regs[a]
             pc = r[PC]
             if pc >= code[a].end:
                 continue
+            unfinished[self.agent_cta[a]].append(a)
             f, arrive, tx, points = self.lookahead(a, r)
             enabled = a in moves_of
             if enabled:
-                cur[a] = self.current(a, r)
+                cur[a] = self._completing(self.current(a, r), barriers)
             elif code[a].nodes[pc].kind not in WAITS:
                 return None
             cut = None
             for point in points:
-                b, parity, pre, pre_arrive, pre_tx, touched = point
+                b, parity, pre, pre_arrive, pre_tx, touched, _at = point
                 barrier = barriers[b]
                 if not touched and barrier.valid and (barrier.phase & 1) == parity:
                     cut = point
                     break
+            if not enabled and (cut is None or cut is not points[0] or cut[6] != pc):
+                return None  # blocked, but not on a wait the lookahead names as its boundary
             if cut is None:
-                if not enabled:
-                    return None  # blocked, but not on a wait the lookahead names
                 near[a] = (flip(f), arrive, tx)
                 far[a] = (0, 0, 0)
                 continue
-            b, _parity, pre, pre_arrive, pre_tx, _touched = cut
+            b, _parity, pre, pre_arrive, pre_tx, _touched, _at = cut
             barrier = barriers[b]
             boundary[a] = (b, 0 if barrier.pending_arrivals > 0 else
                            1 if barrier.tx_count > 0 else 2)
@@ -488,6 +510,7 @@ class Independence:
             near[x] = (flip(f), 0, 1 << op[OP_BAR])
             far[x] = (0, 0, 0)
         movers = list(near)
+        exits = self.exit_mask
         best: list[int] | None = None
         best_size = len(ready)
         for seed in moves_of:
@@ -497,29 +520,76 @@ class Independence:
             behind: set[int] = set()
             work: list[tuple[int, int]] = [(seed, 0)]
             size = len(moves_of[seed])
+            guarded: set[tuple[int, int]] = set()
             while work and size < best_size:
-                y, virtual = work.pop()
-                if virtual:  # the movers that can let y's boundary wait return
-                    b, how = boundary[y]
-                    bit, slot = 1 << b, (1, 2, 0)[how]
-                    if how == 2:
-                        bit = self.flip(bit)
-                else:
-                    bit, slot = cur[y], 0
-                for z in movers:
-                    if z in members:
-                        continue
-                    if near[z][slot] & bit and z in moves_of:
-                        members.add(z)
-                        work.append((z, 0))
-                        size += len(moves_of[z])
-                    elif (near[z][slot] | far[z][slot]) & bit and z not in behind:
-                        behind.add(z)
-                        work.append((z, 1))
+                while work and size < best_size:
+                    y, virtual = work.pop()
+                    if virtual == 2:  # a guard of a CTA's exit failed: its conflicts, plainly
+                        bit, slot = cur[y] & exits, 0
+                    elif virtual:  # the movers that can let y's boundary wait return
+                        b, how = boundary[y]
+                        bit, slot = 1 << b, (1, 2, 0)[how]
+                        if how == 2:
+                            bit = self.flip(bit)
+                    else:
+                        bit, slot = cur[y] & ~exits, 0
+                    for z in movers:
+                        if z in members:
+                            continue
+                        if near[z][slot] & bit and z in moves_of:
+                            members.add(z)
+                            work.append((z, 0))
+                            size += len(moves_of[z])
+                        elif (near[z][slot] | far[z][slot]) & bit and z not in behind:
+                            behind.add(z)
+                            work.append((z, 1))
+                if size >= best_size:
+                    break
+                work = self._exit_guard(members, behind, cur, boundary, moves_of,
+                                        unfinished, guarded)
             if size < best_size:
                 best_size = size
                 best = sorted(move for x in members for move in moves_of.get(x, ()))
         return best
+
+    def _completing(self, f: int, barriers) -> int:
+        """A move's footprint in this state: a `complete_tx` on a barrier with no arrival
+        pending may complete its phase, so it touches the barrier itself."""
+        inc = (f >> self.inc_base) & self.bar_mask
+        while inc:
+            low = inc & -inc
+            b = low.bit_length() - 1
+            if barriers[b].pending_arrivals == 0 or not barriers[b].valid:
+                f |= low
+            inc ^= low
+        return f
+
+    def _exit_guard(self, members: set, behind: set, cur: dict, boundary: dict,
+                    moves_of: dict, unfinished: list, guarded: set) -> list[tuple[int, int]]:
+        """Work that keeps every CTA whose exit a member's move reads or writes from exiting
+        before it: for each, some other unfinished agent of that CTA must be a member or behind
+        its boundary. Where none is, one blocked on its boundary now is put behind it (the
+        movers that can let its wait return join); failing that, the member's exit conflicts
+        are taken as they are (every mover that can end or reach into that CTA)."""
+        work: list[tuple[int, int]] = []
+        for y in sorted(members):
+            f = cur[y]
+            for c in range(self.ctas):
+                if not (f >> (self.xr_base + c)) & 1 and not (f >> (self.xw_base + c)) & 1:
+                    continue
+                if (y, c) in guarded:
+                    continue
+                if any(x != y and (x in members or x in behind) for x in unfinished[c]):
+                    continue
+                guarded.add((y, c))
+                stand = [x for x in unfinished[c] if x != y and x not in moves_of
+                         and x in boundary]
+                if stand:
+                    behind.add(stand[0])
+                    work.append((stand[0], 1))
+                else:
+                    work.append((y, 2))
+        return work
 
 
 def _reads(node) -> frozenset[int]:

@@ -241,7 +241,8 @@ def test_moves_the_model_calls_independent_commute(cfg):
         names = machine.moves()
         footprint = {}
         for move in ready:
-            footprint[move] = (independence._line(move, machine.regs[move][0], machine.regs[move])
+            footprint[move] = (independence._completing(independence._line(
+                move, machine.regs[move][0], machine.regs[move]), machine.barriers)
                                if move < machine.n_agents else
                                independence.copy(machine.tma[(move - machine.n_agents - 1)
                                                              % len(machine.tma)]))
