@@ -122,6 +122,9 @@ def test_a_fresh_capture_replays_and_ends_like_the_shipped_log(name):
         assert report["matches"] or EXPLAINED[name] in report["first_divergence"]["why"]
     elif name == "gen_remote_after_exit_exit_sync":  # a barrier the program lacks kept CTA 1
         assert "remote_after_exit" in report["first_divergence"]["why"]  # alive: the model stops
+    elif name == "gen_cluster_multicast_no_producer_tail":  # a race: CTA 1 may exit first, and
+        # the remote arrive into it that PTX leaves undefined the H200 runs through
+        assert report["matches"] or "remote_after_exit" in report["first_divergence"]["why"]
     else:
         assert report["matches"], report["first_divergence"]
     if name not in RACES:
