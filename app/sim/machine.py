@@ -22,14 +22,14 @@ failure reports in detectors.py, snapshots in snapshot.py.
 from __future__ import annotations
 
 from . import snapshot
-from .agent_code import BLOCKERS, HANDLERS, agent_code  # noqa: F401 (HANDLERS: the line kinds run)
+from .agent_code import ASSIGN, BLOCKERS, HANDLERS, LINE, agent_code  # noqa: F401 (HANDLERS: the line kinds run)
 from .barrier import Mbarrier, UndefinedBehavior
 from .config import PipelineConfig
-from .core import NO_TILE, W_NONE, checked, op_name
+from .core import LOAD, NO_TILE, OP_DIR, REGISTER_LIMIT, W_NONE, checked, op_name
 from .detectors import UB_KINDS, Diagnostic, deadlock_diagnostics
 from .families import FAMILIES, copies, merged, smem, sync, tensor_core
 from .family import STAY
-from .program import Branch, Jump, Line, ProgramError
+from .program import Line, ProgramError
 
 RUNNING, DONE, DEADLOCK, UNDEFINED = "running", "done", "deadlock", "undefined_behavior"
 CONTROL_LIMIT = 10_000
@@ -67,11 +67,16 @@ class Machine:
         self.deadlock_reports = tuple(f.deadlock for f in FAMILIES if f.deadlock)
         self.snapshot_parts = tuple(f.snapshot for f in FAMILIES if f.snapshot)
         self.agents = program.agents
+        self.agent_names = tuple(a.name for a in program.agents)
         self.n_agents = len(program.agents)
+        self._rows = tuple((code.end, code.blockers, code.prepared) for code in self.code)
+        """Per agent, what `enabled()` reads of its code (the code never changes)."""
         self.n_stages = len(program.stages)
         self.n_bars = len(program.barriers)
         self.barrier_names = [b.name for b in program.barriers]
         self.stage_names = [s.name for s in program.stages]
+        self.chunk_bytes = tuple(s.chunk_bytes for s in program.stages)
+        self.stage_cta = tuple(s.cta for s in program.stages)
         release: dict[int, list[int]] = {}
         for i, stage in enumerate(program.stages):
             if stage.release is not None:
@@ -270,29 +275,30 @@ class Machine:
             return []
         out = []
         regs = self.regs
-        for a, code in enumerate(self.code):
+        for a, (end, blockers, prepared) in enumerate(self._rows):
             r = regs[a]
             pc = r[0]
-            if pc < code.end:
-                test = code.blockers[pc]
+            if pc < end:
+                test = blockers[pc]
                 if test is None:
                     out.append(a)
                     continue
                 try:
-                    if test(self, a, r, code.prepared[pc]):
+                    if test(self, a, r, prepared[pc]):
                         out.append(a)
                 except ProgramError:  # the step stops the run at this line (`_can_move`)
                     out.append(a)
         base = self.n_agents
         if self.tensor_core:
             out.append(base)
-        n = len(self.tma)
+        tma = self.tma
+        n = len(tma)
         if n:
             out.extend(range(base + 1, base + 1 + n))
             hold = base + 1 + n
             can_hold = copies.can_hold
             for k in range(n):
-                if can_hold(self, k):
+                if tma[k][OP_DIR] == LOAD and can_hold(self, k):  # a store never holds
                     out.append(hold + k)
         if self.extra_movers:
             base += 1 + 2 * n
@@ -350,35 +356,27 @@ class Machine:
         """Make one move and return its step record (trace format: STEP, without snapshot)."""
         if self.status != RUNNING:
             raise MoveError(f"the run has ended ({self.status})")
-        self.step_no += 1
-        record = {"step": self.step_no, "agent": None, "op": None, "line": None,
-                  "operands": {}, "events": [], "diagnostics": []}
+        step_no = self.step_no = self.step_no + 1
         try:
-            if move < self.n_agents:
-                if not self.agent_enabled(move):
+            if 0 <= move < self.n_agents:
+                ready = self._ready  # `enabled()` of this state, when known
+                if (ready is None or move not in ready) and not self.agent_enabled(move):
                     self.step_no -= 1
                     raise MoveError(self.blocked_reason(move))
-                self._agent_step(move, record)
-            elif move == self.n_agents:
-                if not self.tensor_core:
-                    self.step_no -= 1
-                    raise MoveError("the tensor core has nothing queued")
-                tensor_core.retire(self, record)
-            elif self.extra_movers and move >= self.hold_base + len(self.tma):
-                extra = self._extra(move)
-                if extra is None or extra[1] not in extra[0].ready(self):
-                    self.step_no -= 1
-                    raise MoveError(self.why_not(move) if extra else f"no move {move}")
-                extra[0].step(self, extra[1], record)
+                r = self.regs[move]
+                code = self.code[move]
+                pc = r[PC]
+                record = {"step": step_no, "agent": self.agent_names[move],
+                          "op": code.ops[pc], "line": code.line_of[pc], "operands": {},
+                          "events": [], "diagnostics": []}
+                if code.handlers[pc](self, move, r, code.prepared[pc], record) is not STAY:
+                    r[PC] = pc + 1
+                    if not code.is_line[pc + 1]:
+                        self._follow(move)
             else:
-                k = move - self.n_agents - 1
-                hold = k >= len(self.tma)
-                if hold:
-                    k -= len(self.tma)
-                if not 0 <= k < len(self.tma) or (hold and not copies.can_hold(self, k)):
-                    self.step_no -= 1
-                    raise MoveError(self.why_not(move))
-                copies.tma_step(self, k, hold, record)
+                record = {"step": step_no, "agent": None, "op": None, "line": None,
+                          "operands": {}, "events": [], "diagnostics": []}
+                self._other_step(move, record)
         except (UndefinedBehavior, ProgramError) as ub:
             kind = ub.rule if ub.rule in UB_KINDS else "undefined_behavior"
             barrier = record["operands"].get("barrier")
@@ -393,6 +391,37 @@ class Machine:
             return record
         self._settle(record)
         return record
+
+    def _other_step(self, move: int, record: dict) -> None:
+        """`step` for every move but an agent's (the tensor core, a copy, a family's mover),
+        and for a move number that is no agent's (a `MoveError`, or a negative one)."""
+        n_agents = self.n_agents
+        if move < n_agents:
+            if not self.agent_enabled(move):
+                self.step_no -= 1
+                raise MoveError(self.blocked_reason(move))
+            self._agent_step(move, record)
+        elif move == n_agents:
+            if not self.tensor_core:
+                self.step_no -= 1
+                raise MoveError("the tensor core has nothing queued")
+            tensor_core.retire(self, record)
+        elif self.extra_movers and move >= self.hold_base + len(self.tma):
+            extra = self._extra(move)
+            if extra is None or extra[1] not in extra[0].ready(self):
+                self.step_no -= 1
+                raise MoveError(self.why_not(move) if extra else f"no move {move}")
+            extra[0].step(self, extra[1], record)
+        else:
+            tma = self.tma
+            k = move - n_agents - 1
+            hold = k >= len(tma)
+            if hold:
+                k -= len(tma)
+            if not 0 <= k < len(tma) or (hold and not copies.can_hold(self, k)):
+                self.step_no -= 1
+                raise MoveError(self.why_not(move))
+            copies.tma_step(self, k, hold, record)
 
     def _settle(self, record: dict | None) -> None:
         """Refresh `ready` after a move and end the run when it is done or deadlocked."""
@@ -447,23 +476,24 @@ class Machine:
         """Follow control nodes (loops, branches) until the agent stands on a line or ends."""
         r = self.regs[a]
         code = self.code[a]
-        nodes, prepared = code.nodes, code.prepared
-        end = len(nodes)
+        flow, prepared = code.flow, code.prepared
+        end = code.end
         for _ in range(CONTROL_LIMIT):
             pc = r[PC]
             if pc >= end:
                 return
-            node = nodes[pc]
-            if isinstance(node, Line):
+            target = flow[pc]
+            if target is LINE:
                 return
-            if isinstance(node, Jump):
-                r[PC] = node.target
-            elif isinstance(node, Branch):
-                r[PC] = pc + 1 if prepared[pc](r) else node.target
-            else:
+            if target is ASSIGN:
                 for reg, fn in prepared[pc]:
-                    r[reg] = checked(fn(r))
+                    value = fn(r)
+                    r[reg] = value if -REGISTER_LIMIT <= value <= REGISTER_LIMIT else checked(value)
                 r[PC] = pc + 1
+            elif prepared[pc] is None:  # a jump
+                r[PC] = target
+            else:
+                r[PC] = pc + 1 if prepared[pc](r) else target
         raise ProgramError("control_limit", f"{self.agents[a].name} followed {CONTROL_LIMIT} "
                                             "loop and branch nodes without reaching a line")
 

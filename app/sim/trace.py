@@ -134,11 +134,12 @@ class Run:
         checkpoints = self.checkpoints
         limit = min(max_steps, self.step_limit - len(choices))
         made = 0
+        step = machine.step
         while made < limit and machine.status == RUNNING:
             move = chooser(machine)
             if move is None:
                 break
-            record = machine.step(move)
+            record = step(move)
             if move > 255:
                 choices = self._record(choices, move)
             else:
@@ -146,7 +147,7 @@ class Run:
             made += 1
             if record["diagnostics"]:
                 diagnostics.extend(record["diagnostics"])
-            if machine.step_no % CHECKPOINT_EVERY == 0:
+            if not machine.step_no % CHECKPOINT_EVERY:
                 checkpoints.append(machine.freeze())
         return made
 

@@ -31,6 +31,7 @@ from ..core import (
     OP_STAGE,
     OP_TILE,
     OP_WRITING,
+    SHIFT_SPAN,
     STORE,
     TILE_SPAN,
     W_ASYNC,
@@ -274,8 +275,7 @@ def can_hold(m, k: int) -> bool:
     if op[OP_DIR] != LOAD:
         return False
     b = op[OP_BAR]
-    nbytes = m.program.stages[op[OP_STAGE]].chunk_bytes
-    if m.barriers[b].tx_count - m.held[b] - nbytes > 0:
+    if m.barriers[b].tx_count - m.held[b] - m.chunk_bytes[op[OP_STAGE]] > 0:
         return False
     if op[OP_NEXT] + 1 < op[OP_END]:
         return True
@@ -311,7 +311,9 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
 def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
-    old_tile = unshift(m.chunks[stage][c][0])[0]
+    old_tile = m.chunks[stage][c][0]
+    if old_tile >= SHIFT_SPAN:
+        old_tile = unshift(old_tile)[0]
     if m.clustered:
         remote_access(m, m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
                       f"the multicast of {tile_word(m, tile)} wrote "
@@ -333,10 +335,10 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
         smem.alias_write(m, stage, c, ["tma"], record)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
-                             "chunk": c, "tile": tile_index(tile)})
+                             "chunk": c, "tile": None if tile == NO_TILE else tile % TILE_SPAN})
     bar_name = m.barrier_names[b]
     record["operands"]["barrier"] = bar_name
-    nbytes = m.program.stages[stage].chunk_bytes
+    nbytes = m.chunk_bytes[stage]
     if hold:
         m.held[b] += nbytes
         record["operands"]["held"] = True
