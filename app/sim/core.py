@@ -259,10 +259,8 @@ def unread_by_store(m, stage: int, first: int, end: int, who: str, agent: str,
     is `overwrite`: the store may carry the new bytes to global memory. PTX 9.7.9.27.2.2 lets
     the source be reused only once `cp.async.bulk.wait_group.read` says the store has read it;
     until then a schedule can always leave the read for later (docs/semantics.md)."""
-    for op in m.tma:
-        if (op[OP_DIR] != STORE or op[OP_STAGE] != stage or op[OP_WRITING]
-                or op[OP_NEXT] >= end or op[OP_END] <= first):
-            continue
+    op = unread_store(m, stage, first, end)
+    if op is not None:
         issuer = m.agents[op[OP_AGENT]].name
         stage_name = m.stage_names[stage]
         record["diagnostics"].append(Diagnostic.make(
@@ -271,4 +269,13 @@ def unread_by_store(m, stage: int, first: int, end: int, who: str, agent: str,
             f"that {issuer} issued from it had not read it yet (no "
             "`cp.async.bulk.wait_group.read` of its group had returned): the store may write "
             "the new bytes to global memory.", agents=[agent, issuer], stage=stage_name))
-        return
+
+
+def unread_store(m, stage: int, first: int, end: int) -> list | None:
+    """The first bulk store in flight that has still to read one of chunks [first, end) of
+    `stage` (`unread_by_store`), or None."""
+    for op in m.tma:
+        if (op[OP_DIR] == STORE and op[OP_STAGE] == stage and not op[OP_WRITING]
+                and op[OP_NEXT] < end and op[OP_END] > first):
+            return op
+    return None

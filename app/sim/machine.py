@@ -187,6 +187,9 @@ class Machine:
         self.status = RUNNING
         self.step_no = 0
         self._ready: list[int] | None = None
+        self._picked = -1
+        """An agent `round_robin_move` found enabled in this state (-1: none): its step need
+        not test it again. Every step forgets it, and so does `thaw`."""
         self.stop_report: list = []
         """The diagnostics the run's deadlock was reported with (`deadlock_diagnostics`)."""
         try:
@@ -242,6 +245,7 @@ class Machine:
         self.status = status
         self.step_no = step_no
         self._ready = None
+        self._picked = -1
 
     # ----------------------------------------------------------------------------------- moves
 
@@ -307,6 +311,61 @@ class Machine:
                 base += len(movers.names(self))
         return out
 
+    def _agent_ready(self, a: int) -> bool:
+        """Whether agent `a` can move now: `enabled()`'s test of one agent."""
+        end, blockers, prepared = self._rows[a]
+        r = self.regs[a]
+        pc = r[0]
+        if pc >= end:
+            return False
+        test = blockers[pc]
+        if test is None:
+            return True
+        try:
+            return bool(test(self, a, r, prepared[pc]))
+        except ProgramError:  # the step stops the run at this line (`_can_move`)
+            return True
+
+    def round_robin_move(self, last: int) -> int | None:
+        """Round robin's next move (schedule.RoundRobin): the first enabled move after `last`
+        in move order that is not a hold, else the first enabled move; None when none is.
+
+        Where `ready` is not known and no family adds movers, it tests the movers in order
+        and stops at the one it takes (every in-flight copy can move, and the tensor core
+        with something queued), so the agents after it and the holds are never tested."""
+        if self._ready is not None or self.extra_movers or self.status != RUNNING:
+            ready = self.ready
+            if not ready:
+                return None
+            holds = self.n_agents + 1 + len(self.tma)  # `hold_base`
+            tail = holds + len(self.tma)
+            for move in ready:
+                if self.extra_movers:
+                    if holds <= move < tail:
+                        continue  # a family's movers come after the holds
+                elif move >= holds:
+                    break
+                if move > last:
+                    return move
+            return ready[0]
+        n = self.n_agents
+        for a in range(last + 1 if last >= 0 else 0, n):
+            if self._agent_ready(a):
+                self._picked = a
+                return a
+        if self.tensor_core and last < n:
+            return n
+        copies_in_flight = len(self.tma)
+        if copies_in_flight and last < n + copies_in_flight:
+            return last + 1 if last >= n else n + 1
+        for a in range(min(last + 1, n)):  # around again: the first enabled move
+            if self._agent_ready(a):
+                self._picked = a
+                return a
+        if self.tensor_core:
+            return n
+        return n + 1 if copies_in_flight else None
+
     def _extra(self, move: int):
         """The family movers and index of a move number past the built-in ones, or None."""
         k = move - self.hold_base - len(self.tma)
@@ -357,10 +416,12 @@ class Machine:
         if self.status != RUNNING:
             raise MoveError(f"the run has ended ({self.status})")
         step_no = self.step_no = self.step_no + 1
+        picked, self._picked = self._picked, -1
         try:
             if 0 <= move < self.n_agents:
                 ready = self._ready  # `enabled()` of this state, when known
-                if (ready is None or move not in ready) and not self.agent_enabled(move):
+                if (move != picked and (ready is None or move not in ready)
+                        and not self.agent_enabled(move)):
                     self.step_no -= 1
                     raise MoveError(self.blocked_reason(move))
                 r = self.regs[move]
@@ -376,7 +437,11 @@ class Machine:
             else:
                 record = {"step": step_no, "agent": None, "op": None, "line": None,
                           "operands": {}, "events": [], "diagnostics": []}
-                self._other_step(move, record)
+                k = move - self.n_agents - 1
+                if 0 <= k < len(self.tma):  # a copy in flight: a chunk lands, or is read
+                    copies.tma_step(self, k, False, record)
+                else:
+                    self._other_step(move, record)
         except (UndefinedBehavior, ProgramError) as ub:
             kind = ub.rule if ub.rule in UB_KINDS else "undefined_behavior"
             barrier = record["operands"].get("barrier")
@@ -425,6 +490,9 @@ class Machine:
 
     def _settle(self, record: dict | None) -> None:
         """Refresh `ready` after a move and end the run when it is done or deadlocked."""
+        if self.status == RUNNING and (self.tma or self.tensor_core):
+            self._ready = None  # every copy in flight can move: `ready` is found when asked
+            return
         ready = self._ready = self.enabled()
         if ready:
             return

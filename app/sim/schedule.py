@@ -54,31 +54,10 @@ class RoundRobin:
         self.last = -1
 
     def __call__(self, machine: Machine) -> int | None:
-        ready = machine._ready  # `machine.ready`, without the call where it is known
-        if ready is None:
-            ready = machine.ready
-        if not ready:
-            return None
-        holds = machine.n_agents + 1 + len(machine.tma)  # `machine.hold_base`
-        last = self.last
-        if not machine.extra_movers:
-            for move in ready:
-                if move >= holds:
-                    break
-                if move > last:
-                    self.last = move
-                    return move
-            self.last = ready[0]
-            return self.last
-        tail = holds + len(machine.tma)
-        for move in ready:
-            if holds <= move < tail:
-                continue  # round robin never holds; a family's movers come after the holds
-            if move > last:
-                self.last = move
-                return move
-        self.last = ready[0]
-        return self.last
+        move = machine.round_robin_move(self.last)
+        if move is not None:
+            self.last = move
+        return move
 
 
 class SeededRandom:

@@ -44,6 +44,7 @@ from ..core import (
     tile_word,
     tx_check,
     unread_by_store,
+    unread_store,
     unshift,
 )
 from ..detectors import Diagnostic
@@ -314,8 +315,8 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     old_tile = m.chunks[stage][c][0]
     if old_tile >= SHIFT_SPAN:
         old_tile = unshift(old_tile)[0]
-    if m.clustered:
-        remote_access(m, m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
+    if m.clustered and m.agent_cta[op[OP_AGENT]] != m.stage_cta[stage]:
+        remote_access(m, m.agent_cta[op[OP_AGENT]], m.stage_cta[stage],
                       f"the multicast of {tile_word(m, tile)} wrote "
                       f"{m.stage_names[stage]} and completed bytes on {m.barrier_names[b]}")
     if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
@@ -327,7 +328,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"The TMA load of {tile_word(m, tile)} wrote {stage_name} while "
             f"{tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
-    if m.stores_read_smem:
+    if m.stores_read_smem and unread_store(m, stage, c, c + 1) is not None:
         unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}", "tma",
                         record)
     m.chunks[stage][c] = (op[OP_CONTENT], W_ASYNC)
