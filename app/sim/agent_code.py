@@ -5,7 +5,7 @@ shared by every machine that runs it."""
 from __future__ import annotations
 
 from .families import merged
-from .program import _NAMESPACE, Assign, Branch, Expr, Line, ProgramError, Ref, function
+from .program import _NAMESPACE, Assign, Branch, Expr, Jump, Line, ProgramError, Ref, function
 
 HANDLERS = merged("handlers")
 BLOCKERS = merged("blockers")
@@ -15,19 +15,38 @@ BLOCKERS = merged("blockers")
 class AgentCode:
     """One agent's nodes with their operands turned into functions of the register list."""
 
-    __slots__ = ("program", "nodes", "end", "kinds", "prepared", "line_of", "blockers",
-                 "handlers", "is_line")
+    __slots__ = ("program", "nodes", "end", "kinds", "ops", "prepared", "line_of", "blockers",
+                 "handlers", "is_line", "flow")
 
     def __init__(self, program):
         self.program = program
         self.nodes = program.nodes
         self.end = len(program.nodes)
         self.kinds = tuple(n.kind if isinstance(n, Line) else None for n in program.nodes)
+        self.ops = tuple(n.op if isinstance(n, Line) else None for n in program.nodes)
+        """Each line's PTX spelling (the step record's `op`)."""
         self.prepared = tuple(_prepare(n) for n in program.nodes)
         self.line_of = {node: i for i, node in enumerate(program.listing)}
         self.blockers = tuple(BLOCKERS.get(k) for k in self.kinds)
         self.handlers = tuple(HANDLERS.get(k) for k in self.kinds)
         self.is_line = tuple(k is not None for k in self.kinds) + (True,)
+        self.flow = tuple(_flow(n) for n in program.nodes)
+        """Per node, what `Machine._follow` does there: stop (`LINE`), run its register
+        updates (`ASSIGN`), or go to a target: a jump's, or a branch's when its condition
+        fails (the nodes whose `prepared` is a condition)."""
+
+
+LINE, ASSIGN = object(), object()
+"""`AgentCode.flow`'s marks: a line, and a node of register updates (anything that is not a
+line, a jump or a branch)."""
+
+
+def _flow(node):
+    if isinstance(node, Line):
+        return LINE
+    if isinstance(node, Jump | Branch):
+        return node.target
+    return ASSIGN
 
 
 def _prepare(node):

@@ -97,11 +97,14 @@ def op_name(m, op: list) -> str:
     """A copy's name, unique among the copies in flight and fixed for its life: `load:t3`,
     `load:t3@cta1` in a cluster, `store:consumer0:t3`; a copy issued while another of the same
     name is in flight gets the lowest free suffix (`load:t3#2@cta1`)."""
-    serial = "" if op[OP_SERIAL] == 1 else f"#{op[OP_SERIAL]}"
+    serial = op[OP_SERIAL]
+    tile = op[OP_TILE]
+    tag = f"t{tile}" if 0 <= tile < TILE_SPAN else tile_tag(m, tile)  # `tile_tag`, inlined
+    if serial != 1:
+        tag = f"{tag}#{serial}"
     if op[OP_DIR] == LOAD:
-        where = f"@cta{m.program.stages[op[OP_STAGE]].cta}" if m.program.cluster > 1 else ""
-        return f"load:{tile_tag(m, op[OP_TILE])}{serial}{where}"
-    return f"store:{m.agents[op[OP_AGENT]].name}:{tile_tag(m, op[OP_TILE])}{serial}"
+        return f"load:{tag}@cta{m.stage_cta[op[OP_STAGE]]}" if m.clustered else f"load:{tag}"
+    return f"store:{m.agent_names[op[OP_AGENT]]}:{tag}"
 
 
 # ------------------------------------------------------------------------ barrier operations
@@ -111,14 +114,17 @@ ANNOUNCED, ISSUED, FLAGGED = 0, 1, 2
 whether its `tx_mismatch` was reported."""
 
 
+_VALUE_KEY = {"init": "count", "arrive": "count", "arrive_drop": "count"}
+"""The key of a barrier operation's event that holds its operand (others: `bytes`)."""
+
+
 def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
     """Run one barrier operation, recording it and the phase completion it may cause."""
     barrier = m.barriers[b]
     name = m.barrier_names[b]
     done = getattr(barrier, kind)(value)
     events = record["events"]
-    events.append({"kind": kind, "barrier": name,
-                   ("count" if kind in ("init", "arrive", "arrive_drop") else "bytes"): value})
+    events.append({"kind": kind, "barrier": name, _VALUE_KEY.get(kind, "bytes"): value})
     if kind == "init":
         m.observed[b] = 1
         m.tx_ledger[b] = [0, 0, 0]
@@ -253,10 +259,8 @@ def unread_by_store(m, stage: int, first: int, end: int, who: str, agent: str,
     is `overwrite`: the store may carry the new bytes to global memory. PTX 9.7.9.27.2.2 lets
     the source be reused only once `cp.async.bulk.wait_group.read` says the store has read it;
     until then a schedule can always leave the read for later (docs/semantics.md)."""
-    for op in m.tma:
-        if (op[OP_DIR] != STORE or op[OP_STAGE] != stage or op[OP_WRITING]
-                or op[OP_NEXT] >= end or op[OP_END] <= first):
-            continue
+    op = unread_store(m, stage, first, end)
+    if op is not None:
         issuer = m.agents[op[OP_AGENT]].name
         stage_name = m.stage_names[stage]
         record["diagnostics"].append(Diagnostic.make(
@@ -265,4 +269,13 @@ def unread_by_store(m, stage: int, first: int, end: int, who: str, agent: str,
             f"that {issuer} issued from it had not read it yet (no "
             "`cp.async.bulk.wait_group.read` of its group had returned): the store may write "
             "the new bytes to global memory.", agents=[agent, issuer], stage=stage_name))
-        return
+
+
+def unread_store(m, stage: int, first: int, end: int) -> list | None:
+    """The first bulk store in flight that has still to read one of chunks [first, end) of
+    `stage` (`unread_by_store`), or None."""
+    for op in m.tma:
+        if (op[OP_DIR] == STORE and op[OP_STAGE] == stage and not op[OP_WRITING]
+                and op[OP_NEXT] < end and op[OP_END] > first):
+            return op
+    return None

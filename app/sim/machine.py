@@ -21,29 +21,32 @@ failure reports in detectors.py, snapshots in snapshot.py.
 
 from __future__ import annotations
 
-from . import snapshot
-from .agent_code import BLOCKERS, HANDLERS, agent_code  # noqa: F401 (HANDLERS: the line kinds run)
+from .agent_code import ASSIGN, BLOCKERS, HANDLERS, LINE, agent_code  # noqa: F401 (HANDLERS: the line kinds run)
 from .barrier import Mbarrier, UndefinedBehavior
 from .config import PipelineConfig
-from .core import NO_TILE, W_NONE, checked, op_name
+from .core import LOAD, NO_TILE, OP_DIR, REGISTER_LIMIT, W_NONE, checked
 from .detectors import UB_KINDS, Diagnostic, deadlock_diagnostics
-from .families import FAMILIES, copies, merged, smem, sync, tensor_core
+from .families import FAMILIES, copies, smem
 from .family import STAY
-from .program import Branch, Jump, Line, ProgramError
+from .program import ProgramError
+from .reports import (  # noqa: F401 (importable here)
+    DEADLOCK,
+    DONE,
+    EXPLAIN,
+    RUNNING,
+    UNDEFINED,
+    WAIT_AT,
+    WAITING,
+    MoveError,
+    Reports,
+)
 
-RUNNING, DONE, DEADLOCK, UNDEFINED = "running", "done", "deadlock", "undefined_behavior"
 CONTROL_LIMIT = 10_000
 """Control nodes an agent may follow between two steps (an empty infinite loop stops here)."""
 
 PC = 0
 
-WAITING = merged("waiting")
-EXPLAIN = merged("explain")
 ARRIVING_KINDS = frozenset(k for f in FAMILIES for k in f.arrives)
-
-
-class MoveError(ValueError):
-    """A move that cannot be made now (unknown mover, a blocked agent, a finished run)."""
 
 
 def _can_move(m, test, a: int, r: list, args) -> bool:
@@ -55,7 +58,7 @@ def _can_move(m, test, a: int, r: list, args) -> bool:
         return True
 
 
-class Machine:
+class Machine(Reports):
     """One pipeline, stepped by `step(move)`."""
 
     def __init__(self, cfg: PipelineConfig):
@@ -67,11 +70,16 @@ class Machine:
         self.deadlock_reports = tuple(f.deadlock for f in FAMILIES if f.deadlock)
         self.snapshot_parts = tuple(f.snapshot for f in FAMILIES if f.snapshot)
         self.agents = program.agents
+        self.agent_names = tuple(a.name for a in program.agents)
         self.n_agents = len(program.agents)
+        self._rows = tuple((code.end, code.blockers, code.prepared) for code in self.code)
+        """Per agent, what `enabled()` reads of its code (the code never changes)."""
         self.n_stages = len(program.stages)
         self.n_bars = len(program.barriers)
         self.barrier_names = [b.name for b in program.barriers]
         self.stage_names = [s.name for s in program.stages]
+        self.chunk_bytes = tuple(s.chunk_bytes for s in program.stages)
+        self.stage_cta = tuple(s.cta for s in program.stages)
         release: dict[int, list[int]] = {}
         for i, stage in enumerate(program.stages):
             if stage.release is not None:
@@ -182,6 +190,9 @@ class Machine:
         self.status = RUNNING
         self.step_no = 0
         self._ready: list[int] | None = None
+        self._picked = -1
+        """An agent `round_robin_move` found enabled in this state (-1: none): its step need
+        not test it again. Every step forgets it, and so does `thaw`."""
         self.stop_report: list = []
         """The diagnostics the run's deadlock was reported with (`deadlock_diagnostics`)."""
         try:
@@ -193,68 +204,12 @@ class Machine:
         if self.status == RUNNING:
             self._settle(None)  # a program may be done, or deadlocked, before its first step
 
-    def freeze(self) -> tuple:
-        """The whole state as nested tuples: immutable, hashable, canonical (no step number)."""
-        return (
-            tuple(b.freeze() for b in self.barriers),
-            tuple(tuple(c) for c in self.chunks),
-            tuple(self.stage_tile),
-            tuple(sorted(self.owed.items())),
-            tuple(tuple(r) for r in self.regs),
-            tuple(tuple(op) for op in self.tma),
-            tuple(self.bulk_committed),
-            tuple(self.tensor_core),
-            (tuple(self.observed), tuple(tuple(x) for x in self.tx_ledger), tuple(self.held),
-             tuple(sorted((k, tuple(v)) for k, v in self.waits.items())),
-             tuple(self.stage_bars), self.acc_dirty, tuple(self.acc_cover), tuple(self.know),
-             tuple(self.carried), tuple(self.generic_reads)),
-            self.status,
-        )
-
-    def thaw(self, frozen: tuple, step_no: int = 0) -> None:
-        """Put the machine into a state `freeze()` returned."""
-        (barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, meta,
-         status) = frozen
-        self.barriers = [Mbarrier.thaw(b) for b in barriers]
-        self.chunks = [list(c) for c in chunks]
-        self.stage_tile = list(stage_tile)
-        self.owed = dict(owed)
-        self.regs = [list(r) for r in regs]
-        self.tma = [list(op) for op in tma]
-        self.bulk_committed = list(bulk)
-        self.tensor_core = list(tensor_core)
-        (observed, ledger, held, waits, stage_bars, self.acc_dirty, cover, know, carried,
-         generic_reads) = meta
-        self.know = list(know)
-        self.carried = list(carried)
-        self.generic_reads = list(generic_reads)
-        self.observed = list(observed)
-        self.tx_ledger = [list(x) for x in ledger]
-        self.held = list(held)
-        self.waits = {k: list(v) for k, v in waits}
-        self.stage_bars = list(stage_bars)
-        self.acc_cover = list(cover)
-        self.status = status
-        self.step_no = step_no
-        self._ready = None
-
     # ----------------------------------------------------------------------------------- moves
 
     @property
     def hold_base(self) -> int:
         """First hold move: landings that keep their complete-tx for a later one."""
         return self.n_agents + 1 + len(self.tma)
-
-    def moves(self) -> list[str]:
-        """Every mover that exists now, by number: agents, the tensor core, in-flight TMA ops,
-        then each in-flight load's hold move."""
-        names = [a.name for a in self.agents]
-        names.append("tensor_core")
-        names.extend(f"tma:{op_name(self, op)}" for op in self.tma)
-        names.extend(f"tma:{op_name(self, op)}:hold" for op in self.tma)
-        for movers in self.extra_movers:
-            names.extend(movers.names(self))
-        return names
 
     @property
     def ready(self) -> list[int]:
@@ -270,29 +225,30 @@ class Machine:
             return []
         out = []
         regs = self.regs
-        for a, code in enumerate(self.code):
+        for a, (end, blockers, prepared) in enumerate(self._rows):
             r = regs[a]
             pc = r[0]
-            if pc < code.end:
-                test = code.blockers[pc]
+            if pc < end:
+                test = blockers[pc]
                 if test is None:
                     out.append(a)
                     continue
                 try:
-                    if test(self, a, r, code.prepared[pc]):
+                    if test(self, a, r, prepared[pc]):
                         out.append(a)
                 except ProgramError:  # the step stops the run at this line (`_can_move`)
                     out.append(a)
         base = self.n_agents
         if self.tensor_core:
             out.append(base)
-        n = len(self.tma)
+        tma = self.tma
+        n = len(tma)
         if n:
             out.extend(range(base + 1, base + 1 + n))
             hold = base + 1 + n
             can_hold = copies.can_hold
             for k in range(n):
-                if can_hold(self, k):
+                if tma[k][OP_DIR] == LOAD and can_hold(self, k):  # a store never holds
                     out.append(hold + k)
         if self.extra_movers:
             base += 1 + 2 * n
@@ -300,16 +256,6 @@ class Machine:
                 out.extend(base + k for k in movers.ready(self))
                 base += len(movers.names(self))
         return out
-
-    def _extra(self, move: int):
-        """The family movers and index of a move number past the built-in ones, or None."""
-        k = move - self.hold_base - len(self.tma)
-        for movers in self.extra_movers:
-            n = len(movers.names(self))
-            if 0 <= k < n:
-                return movers, k
-            k -= n
-        return None
 
     def agent_enabled(self, a: int) -> bool:
         r = self.regs[a]
@@ -320,65 +266,37 @@ class Machine:
         test = BLOCKERS.get(code.kinds[pc])
         return test is None or _can_move(self, test, a, r, code.prepared[pc])
 
-    def resolve(self, mover: str) -> int:
-        """A move number from a mover's name; `tma` alone means the oldest in-flight copy."""
-        names = self.moves()
-        if mover == "tma":
-            if not self.tma:
-                raise MoveError("the TMA engine has no copy in flight")
-            return self.n_agents + 1
-        if mover in names:
-            return names.index(mover)
-        raise MoveError(f"no mover named {mover!r}; movers now: {', '.join(names)}")
-
-    def why_not(self, move: int) -> str:
-        """Why a move number is not enabled now, in one phrase."""
-        if self.status != RUNNING:
-            return f"the run has ended ({self.status})"
-        if move < self.n_agents:
-            return self.blocked_reason(move)
-        if move == self.n_agents:
-            return "the tensor core has nothing queued"
-        extra = self._extra(move)
-        if extra is not None:
-            return extra[0].why_not(self, extra[1])
-        if move >= self.hold_base:
-            return "a hold needs a later chunk in flight to the same barrier"
-        return "no such TMA copy in flight"
-
     def step(self, move: int) -> dict:
         """Make one move and return its step record (trace format: STEP, without snapshot)."""
         if self.status != RUNNING:
             raise MoveError(f"the run has ended ({self.status})")
-        self.step_no += 1
-        record = {"step": self.step_no, "agent": None, "op": None, "line": None,
-                  "operands": {}, "events": [], "diagnostics": []}
+        step_no = self.step_no = self.step_no + 1
+        picked, self._picked = self._picked, -1
         try:
-            if move < self.n_agents:
-                if not self.agent_enabled(move):
+            if 0 <= move < self.n_agents:
+                ready = self._ready  # `enabled()` of this state, when known
+                if (move != picked and (ready is None or move not in ready)
+                        and not self.agent_enabled(move)):
                     self.step_no -= 1
                     raise MoveError(self.blocked_reason(move))
-                self._agent_step(move, record)
-            elif move == self.n_agents:
-                if not self.tensor_core:
-                    self.step_no -= 1
-                    raise MoveError("the tensor core has nothing queued")
-                tensor_core.retire(self, record)
-            elif self.extra_movers and move >= self.hold_base + len(self.tma):
-                extra = self._extra(move)
-                if extra is None or extra[1] not in extra[0].ready(self):
-                    self.step_no -= 1
-                    raise MoveError(self.why_not(move) if extra else f"no move {move}")
-                extra[0].step(self, extra[1], record)
+                r = self.regs[move]
+                code = self.code[move]
+                pc = r[PC]
+                record = {"step": step_no, "agent": self.agent_names[move],
+                          "op": code.ops[pc], "line": code.line_of[pc], "operands": {},
+                          "events": [], "diagnostics": []}
+                if code.handlers[pc](self, move, r, code.prepared[pc], record) is not STAY:
+                    r[PC] = pc + 1
+                    if not code.is_line[pc + 1]:
+                        self._follow(move)
             else:
+                record = {"step": step_no, "agent": None, "op": None, "line": None,
+                          "operands": {}, "events": [], "diagnostics": []}
                 k = move - self.n_agents - 1
-                hold = k >= len(self.tma)
-                if hold:
-                    k -= len(self.tma)
-                if not 0 <= k < len(self.tma) or (hold and not copies.can_hold(self, k)):
-                    self.step_no -= 1
-                    raise MoveError(self.why_not(move))
-                copies.tma_step(self, k, hold, record)
+                if 0 <= k < len(self.tma):  # a copy in flight: a chunk lands, or is read
+                    copies.tma_step(self, k, False, record)
+                else:
+                    self._other_step(move, record)
         except (UndefinedBehavior, ProgramError) as ub:
             kind = ub.rule if ub.rule in UB_KINDS else "undefined_behavior"
             barrier = record["operands"].get("barrier")
@@ -396,6 +314,9 @@ class Machine:
 
     def _settle(self, record: dict | None) -> None:
         """Refresh `ready` after a move and end the run when it is done or deadlocked."""
+        if self.status == RUNNING and (self.tma or self.tensor_core):
+            self._ready = None  # every copy in flight can move: `ready` is found when asked
+            return
         ready = self._ready = self.enabled()
         if ready:
             return
@@ -406,13 +327,6 @@ class Machine:
             self.stop_report = deadlock_diagnostics(self)
             if record is not None:
                 record["diagnostics"].extend(self.stop_report)
-
-    def cta_exited(self, cta: int) -> bool:
-        """A CTA exits when all its agents are done; its shared memory, barriers included, is
-        gone (docs/semantics.md, "CTA lifetime")."""
-        regs, code = self.regs, self.code
-        return all(regs[a][PC] >= code[a].end for a in range(self.n_agents)
-                   if self.agent_cta[a] == cta)
 
     def _all_done(self) -> bool:
         if self.tma or self.tensor_core:
@@ -447,66 +361,26 @@ class Machine:
         """Follow control nodes (loops, branches) until the agent stands on a line or ends."""
         r = self.regs[a]
         code = self.code[a]
-        nodes, prepared = code.nodes, code.prepared
-        end = len(nodes)
+        flow, prepared = code.flow, code.prepared
+        end = code.end
         for _ in range(CONTROL_LIMIT):
             pc = r[PC]
             if pc >= end:
                 return
-            node = nodes[pc]
-            if isinstance(node, Line):
+            target = flow[pc]
+            if target is LINE:
                 return
-            if isinstance(node, Jump):
-                r[PC] = node.target
-            elif isinstance(node, Branch):
-                r[PC] = pc + 1 if prepared[pc](r) else node.target
-            else:
+            if target is ASSIGN:
                 for reg, fn in prepared[pc]:
-                    r[reg] = checked(fn(r))
+                    value = fn(r)
+                    r[reg] = value if -REGISTER_LIMIT <= value <= REGISTER_LIMIT else checked(value)
                 r[PC] = pc + 1
+            elif prepared[pc] is None:  # a jump
+                r[PC] = target
+            else:
+                r[PC] = pc + 1 if prepared[pc](r) else target
         raise ProgramError("control_limit", f"{self.agents[a].name} followed {CONTROL_LIMIT} "
                                             "loop and branch nodes without reaching a line")
 
-    def current_line(self, a: int) -> Line | None:
-        pc = self.regs[a][PC]
-        code = self.code[a]
-        return code.nodes[pc] if pc < len(code.nodes) else None
-
-    def blocked_reason(self, a: int) -> str:
-        name = self.agents[a].name
-        if self.current_line(a) is None:
-            return f"{name} is done"
-        waiting = self.waiting_on(a)
-        if waiting and "parity" in waiting:
-            return f"{name} is waiting on {waiting['barrier']} parity {waiting['parity']}"
-        if waiting and "bulk_groups" in waiting:
-            return f"{name} is waiting for its bulk stores ({waiting['bulk_groups']} pending)"
-        if waiting:
-            return f"{name} {EXPLAIN[self.current_line(a).kind](self, a, waiting)}"
-        return f"{name} can move"
-
-    def waiting_on(self, a: int) -> dict | None:
-        """What a blocked agent waits for (None if it can move or is done)."""
-        line = self.current_line(a)
-        if line is None or self.agent_enabled(a):
-            return None
-        pc = self.regs[a][PC]
-        return WAITING[line.kind](self, a, self.regs[a], self.code[a].prepared[pc])
-
-    def wait_at(self, a: int) -> dict | None:
-        """The wait the agent's current line makes (blocked or not), as `waiting_on` shows it."""
-        line = self.current_line(a)
-        if line is None or line.kind not in WAIT_AT:
-            return None
-        pc = self.regs[a][PC]
-        return WAIT_AT[line.kind](self, a, self.regs[a], self.code[a].prepared[pc])
-
-    def snapshot(self) -> dict:
-        return snapshot.snapshot(self)
-
-    def layout(self) -> dict:
-        return snapshot.layout(self)
 
 
-WAIT_AT = sync.FAMILY.waiting
-"""The mbarrier waits, which a snapshot shows per agent (`wait`) blocked or not."""

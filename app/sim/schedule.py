@@ -54,21 +54,10 @@ class RoundRobin:
         self.last = -1
 
     def __call__(self, machine: Machine) -> int | None:
-        ready = machine.ready
-        if not ready:
-            return None
-        holds = machine.hold_base
-        for move in ready:
-            if move >= holds:
-                if not machine.extra_movers:
-                    break
-                if move < holds + len(machine.tma):
-                    continue  # round robin never holds; a family's movers come after the holds
-            if move > self.last:
-                self.last = move
-                return move
-        self.last = ready[0]
-        return self.last
+        move = machine.round_robin_move(self.last)
+        if move is not None:
+            self.last = move
+        return move
 
 
 class SeededRandom:

@@ -134,11 +134,20 @@ class Run:
         checkpoints = self.checkpoints
         limit = min(max_steps, self.step_limit - len(choices))
         made = 0
+        step = machine.step
+        robin = chooser if type(chooser) is RoundRobin else None
+        pick = machine.round_robin_move
         while made < limit and machine.status == RUNNING:
-            move = chooser(machine)
-            if move is None:
-                break
-            record = machine.step(move)
+            if robin is not None:  # RoundRobin.__call__, without the call
+                move = pick(robin.last)
+                if move is None:
+                    break
+                robin.last = move
+            else:
+                move = chooser(machine)
+                if move is None:
+                    break
+            record = step(move)
             if move > 255:
                 choices = self._record(choices, move)
             else:
@@ -146,7 +155,7 @@ class Run:
             made += 1
             if record["diagnostics"]:
                 diagnostics.extend(record["diagnostics"])
-            if machine.step_no % CHECKPOINT_EVERY == 0:
+            if not machine.step_no % CHECKPOINT_EVERY:
                 checkpoints.append(machine.freeze())
         return made
 

@@ -31,6 +31,7 @@ from ..core import (
     OP_STAGE,
     OP_TILE,
     OP_WRITING,
+    SHIFT_SPAN,
     STORE,
     TILE_SPAN,
     W_ASYNC,
@@ -43,13 +44,14 @@ from ..core import (
     tile_word,
     tx_check,
     unread_by_store,
+    unread_store,
     unshift,
 )
 from ..detectors import Diagnostic
 from ..family import Family
-from ..isa import Form, Gap, Slot
 from ..program import ProgramError
 from . import smem
+from .copies_forms import isa_forms as _isa_forms
 
 
 def _same_name(m, a: list, b: list) -> bool:
@@ -274,8 +276,7 @@ def can_hold(m, k: int) -> bool:
     if op[OP_DIR] != LOAD:
         return False
     b = op[OP_BAR]
-    nbytes = m.program.stages[op[OP_STAGE]].chunk_bytes
-    if m.barriers[b].tx_count - m.held[b] - nbytes > 0:
+    if m.barriers[b].tx_count - m.held[b] - m.chunk_bytes[op[OP_STAGE]] > 0:
         return False
     if op[OP_NEXT] + 1 < op[OP_END]:
         return True
@@ -311,9 +312,11 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
 def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
-    old_tile = unshift(m.chunks[stage][c][0])[0]
-    if m.clustered:
-        remote_access(m, m.agent_cta[op[OP_AGENT]], m.program.stages[stage].cta,
+    old_tile = m.chunks[stage][c][0]
+    if old_tile >= SHIFT_SPAN:
+        old_tile = unshift(old_tile)[0]
+    if m.clustered and m.agent_cta[op[OP_AGENT]] != m.stage_cta[stage]:
+        remote_access(m, m.agent_cta[op[OP_AGENT]], m.stage_cta[stage],
                       f"the multicast of {tile_word(m, tile)} wrote "
                       f"{m.stage_names[stage]} and completed bytes on {m.barrier_names[b]}")
     if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
@@ -325,7 +328,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
             f"The TMA load of {tile_word(m, tile)} wrote {stage_name} while "
             f"{tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
-    if m.stores_read_smem:
+    if m.stores_read_smem and unread_store(m, stage, c, c + 1) is not None:
         unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}", "tma",
                         record)
     m.chunks[stage][c] = (op[OP_CONTENT], W_ASYNC)
@@ -333,10 +336,10 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
         smem.alias_write(m, stage, c, ["tma"], record)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
     record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
-                             "chunk": c, "tile": tile_index(tile)})
+                             "chunk": c, "tile": None if tile == NO_TILE else tile % TILE_SPAN})
     bar_name = m.barrier_names[b]
     record["operands"]["barrier"] = bar_name
-    nbytes = m.program.stages[stage].chunk_bytes
+    nbytes = m.chunk_bytes[stage]
     if hold:
         m.held[b] += nbytes
         record["operands"]["held"] = True
@@ -363,59 +366,6 @@ def _snapshot(m) -> dict:
                          "pending_reads": pending_groups(m, a, True)}
                         for a in range(m.n_agents) if "store" in m.code[a].kinds],
     }
-
-
-# ------------------------------------------------------------------- the instruction table
-
-def _isa_forms() -> tuple:
-    """This family's rows of the instruction table (app/sim/isa.py), from the syntax blocks of
-    PTX 9.1 sections 9.7.9.25.4 (bulk copies) and 9.7.9.27.2 (their completion)."""
-    on_barrier = Slot("completion_mechanism", ("mbarrier::complete_tx::bytes",), required=True)
-    in_group = Slot("completion_mechanism", ("bulk_group",), required=True)
-    hint = Slot("level::cache_hint", ("L2::cache_hint",),
-                note="with its `cache-policy` operand: a performance hint only (PTX "
-                     "9.7.9.25.4.1), which changes nothing the engine observes")
-    multicast = Slot("multicast", ("multicast::cluster",),
-                     note="with its `ctaMask` operand: one load lands in every CTA of the mask")
-    cp_mask = Slot("cp_mask", ("cp_mask",), modelled=(),
-                   note="`byteMask` copies only some bytes of each 16; the engine tracks whole "
-                        "chunks")
-    release = (("sem", "release"), ("scope", "cluster"))
-    lands = ("a bulk load: lands chunk by chunk (each a TMA step) and completes tx on the "
-             "barrier (a release at cluster scope)")
-    return (
-        Form("cp.async.bulk.shared::cluster.global", "load",
-             "[smem[i] (+ off)], [tensor[k] (+ off)], bytes, [barrier] {, ctaMask} "
-             "{, cache-policy}",
-             "9.7.9.25.4.1", lands + "; with `.multicast::cluster`, one load landing in every "
-             "CTA of `ctaMask`, completing tx on each CTA's own barrier",
-             (on_barrier, multicast, hint), implied=release),
-        Form("cp.async.bulk.shared::cta.global", "load",
-             "[smem[i] (+ off)], [tensor[k] (+ off)], bytes, [barrier] {, cache-policy}",
-             "9.7.9.25.4.1", lands + ", in the executing CTA", (on_barrier, hint),
-             remote="with `.shared::cta` the destination is the executing CTA's own shared "
-                    "memory (PTX 9.7.9.25.4.1): write `.shared::cluster` for another CTA's",
-             implied=release),
-        Form("cp.async.bulk.global.shared::cta", "store",
-             "[tensor[k] (+ off)], [smem[i] (+ off)], bytes {, cache-policy}", "9.7.9.25.4.1",
-             "a bulk store: reads the stage chunk by chunk, then its writes land",
-             (in_group, hint, cp_mask),
-             remote="a bulk store reads the executing CTA's own shared memory (`.shared::cta`)"),
-        Form("cp.async.bulk.commit_group", "commit_group", "", "9.7.9.27.2.1",
-             "closes the agent's current bulk group"),
-        Form("cp.async.bulk.wait_group", "wait_group", "N", "9.7.9.27.2.2",
-             "blocks until every group but the N most recent has finished reading shared "
-             "memory (`.read`) or completed its writes (plain)",
-             (Slot("read", ("read",)),)),
-        Gap("cp.async.bulk.shared::cluster.shared::cta", "9.7.9.25.4.1",
-            "bulk copies from shared memory into another CTA's are not modelled yet",
-            "the engine models bulk loads from global memory"),
-        Gap("cp.async.bulk.prefetch", "9.7.9.25.4.3", "bulk prefetches are not modelled yet"),
-        Gap("cp.async.bulk.prefetch.tensor", "9.7.9.27.1.4",
-            "tensor prefetches are not modelled yet"),
-        Gap("cp.reduce.async.bulk.tensor", "9.7.9.27.1.3",
-            "tensor reductions are not modelled yet"),
-    )
 
 
 FAMILY = Family(

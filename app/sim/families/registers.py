@@ -10,21 +10,40 @@ from ..family import Family
 
 def _assign(m, a, r, args, record) -> None:
     (updates,) = args
-    names = m.agents[a].registers
-    touched = []
     for reg, fn in updates:
         r[reg] = checked(fn(r))
+    names = m.agents[a].registers
+    plan = _PLANS.get(id(updates))
+    if plan is None or plan[0] is not updates or plan[1] is not names:
+        plan = _plan(updates, names)
+    _, _, touched, base, keys, shown = plan
+    record["operands"] = {name: r[reg] for name, reg in zip(shown, touched, strict=True)}
+    record["events"].append({"kind": "register", "agent": m.agents[a].name, "name": base,
+                             "value": {key: r[reg] for key, reg in zip(keys, touched,
+                                                                       strict=True)}})
+
+
+_PLANS: dict[int, tuple] = {}
+"""Per line of updates (by identity), what its record shows: the same for every step."""
+
+
+def _plan(updates: tuple, names: tuple[str, ...]) -> tuple:
+    """(updates, names, the registers written in order, the event's name, each register's key
+    in the event's value, each one's name in the operands), kept in `_PLANS`. The entry holds
+    `updates` and `names` themselves, so its key names no other object while it is kept."""
+    touched = []
+    for reg, _fn in updates:
         if reg not in touched:
             touched.append(reg)
     touched.sort()
     base = names[touched[0] - 1].split(".")[0]
-    value = {}
-    for reg in touched:
-        name = names[reg - 1]
-        value[name[len(base) + 1:] if name.startswith(base + ".") else name] = r[reg]
-    record["operands"] = {names[reg - 1]: r[reg] for reg in touched}
-    record["events"].append({"kind": "register", "agent": m.agents[a].name, "name": base,
-                             "value": value})
+    shown = tuple(names[reg - 1] for reg in touched)
+    keys = tuple(name[len(base) + 1:] if name.startswith(base + ".") else name
+                 for name in shown)
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    plan = _PLANS[id(updates)] = (updates, names, tuple(touched), base, keys, shown)
+    return plan
 
 
 FAMILY = Family("register updates (app/sim/families/registers.py)", 0, {"assign": _assign},

@@ -1,0 +1,59 @@
+"""The engine's per-step shortcuts give the answers of the full computation: round robin's
+lazy choice against a scan of `ready`, the enabled-agent hint, the register-update plans."""
+
+from app.scenarios import get
+from app.sim.families import registers
+from app.sim.machine import Machine
+from app.sim.schedule import Schedule
+from app.sim.trace import Run
+
+
+def _scan(machine: Machine, last: int) -> int | None:
+    ready = machine.enabled()
+    if not ready:
+        return None
+    holds = machine.hold_base
+    for move in ready:
+        if move >= holds:
+            break
+        if move > last:
+            return move
+    return ready[0]
+
+
+def test_round_robin_move_matches_a_scan_of_ready():
+    scenario = get("double_buffer_tma")
+    cfg = scenario.resolve({"stages": 2, "tiles": 6}, [])
+    run = Run.complete(cfg, Schedule("random", seed=3), scenario.describe(cfg))
+    for step in range(run.total_steps + 1):
+        for last in range(-1, 8):
+            machine = run.machine_at(step)
+            assert machine.round_robin_move(last) == _scan(run.machine_at(step), last)
+
+
+def test_the_hint_is_forgotten_by_every_step_and_thaw():
+    scenario = get("double_buffer_tma")
+    machine = Machine(scenario.resolve({"stages": 2, "tiles": 4}, []))
+    frozen = machine.freeze()
+    machine.thaw(frozen)  # `ready` unknown: round robin tests the agents itself
+    move = machine.round_robin_move(-1)
+    assert machine._picked == move
+    machine.thaw(frozen)
+    assert machine._picked == -1
+    machine.round_robin_move(-1)
+    machine.step(move)
+    assert machine._picked == -1
+
+
+def test_register_plans_follow_the_line_and_the_names():
+    scenario = get("double_buffer_tma")
+    cfg = scenario.resolve({"stages": 2, "tiles": 4}, [])
+    registers._PLANS.clear()
+    first = Run.complete(cfg, Schedule("round_robin"), scenario.describe(cfg)).document()
+    registers._PLANS.clear()
+    again = Run.complete(cfg, Schedule("round_robin"), scenario.describe(cfg)).document()
+    assert first == again
+    plan = next(iter(registers._PLANS.values()))
+    stale = ((99, plan[0][0][1]),)
+    registers._PLANS[id(stale)] = plan  # an entry under a wrong key is never used
+    assert registers._plan(stale, plan[1] + ("x",) * 99)[2] == (99,)
