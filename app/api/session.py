@@ -10,12 +10,13 @@ from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import replace
 
-from fastapi import Response
+from fastapi import HTTPException, Response
 
 from app.api.errors import fail
 from app.api.runstore import Entry, RunKey, ready_names, store
+from app.api.sources import NeedSource
 from app.api.token import MAX_PICKS, SessionToken, unknown_session
-from app.core.clients import requests_by_session, session_client
+from app.core.clients import identify_sessions, session_client
 from app.scenarios import ParamError
 from app.sim.machine import Machine, MoveError
 from app.sim.trace import Run
@@ -170,13 +171,31 @@ def clients_of(token: SessionToken, where: str | None = None) -> tuple[str, ...]
     return tuple(k for k in (session_client(token), where) if k)
 
 
+SESSION_PATH = "/api/v1/sessions/"
+
+
+def session_of_path(path: str) -> str | None:
+    """The session client of a request to `/api/v1/sessions/{id}/...` whose id is valid (its
+    requests pay its own bucket: app.core.clients.charge_request), else None (its address
+    pays). An id is decoded once per process: the route's decode finds it remembered."""
+    if not path.startswith(SESSION_PATH):
+        return None
+    session_id = path[len(SESSION_PATH):].split("/", 1)[0]
+    if not session_id:
+        return None
+    try:
+        return session_client(SessionToken.decode(session_id))
+    except (HTTPException, NeedSource):  # not a session (yet): its address pays
+        return None
+
+
+identify_sessions(session_of_path)
+
+
 async def open_token(session_id: str, where: str | None = None) -> tuple[SessionToken, Entry]:
-    """The session of an id, with its run; 404 for an id whose run cannot be rebuilt. The
-    session's request bucket pays for it (429 past its rate)."""
+    """The session of an id, with its run; 404 for an id whose run cannot be rebuilt. (The
+    request was charged to the session's bucket before: app.core.clients.charge_request.)"""
     token = SessionToken.decode(session_id)
-    session = session_client(token)
-    if session is not None:
-        requests_by_session.take(session)
     try:
         entry = await store.get(token.key, clients=clients_of(token, where))
     except ParamError as err:

@@ -37,7 +37,7 @@ from app.api.session import (
 from app.api.session import step_session as step_once
 from app.api.sources import NeedSource
 from app.api.token import SessionToken
-from app.core.clients import TooMany, address, session_client, stream_slot
+from app.core.clients import TooMany, address, charge_request, session_client, stream_slot
 from app.core.config import settings
 from app.core.pool import Busy
 from app.core.security import BodyError, check_json
@@ -247,6 +247,7 @@ async def play_socket(websocket: WebSocket, session_id: str) -> None:
     "message"}` for a refused command."""
     await websocket.accept()
     try:
+        charge_request(websocket.scope)  # the middleware charges HTTP requests, not sockets
         token, entry = await open_token(session_id)
     except NeedSource as err:
         await websocket.send_json({"type": "error", "status": 409, "field": "session_id",

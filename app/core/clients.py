@@ -5,9 +5,10 @@ A client is its session where it has one (the lineage stamp `c` that a session i
 one address, so per-address shares are sized for 200 students and per-session shares are what
 keep one student from taking the others' turn:
 
-- requests: a token bucket per address (`/api/` only; pages and static assets are not counted;
-  loopback has no per-address share at all, `LOCAL`) and per session, 429 with Retry-After
-  past them;
+- requests: a token bucket per client (`/api/` only; pages and static assets are not counted):
+  a request whose path names a valid session id pays its session's bucket, any other its
+  address's (loopback has no per-address share at all, `LOCAL`), 429 with Retry-After past
+  them (`charge_request`, called by app.core.security's middleware);
 - builds: worker time, a bucket of seconds per session and per address: a client whose builds
   took more than its share waits (429) before its next one starts;
 - checks: running or queued checks per address;
@@ -22,6 +23,7 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from app.core.config import settings
 
@@ -51,6 +53,35 @@ def address(scope) -> str:
 
 def session_client(token) -> str | None:
     return f"s:{token.client}" if getattr(token, "client", "") else None
+
+
+SessionOf = Callable[[str], "str | None"]
+_session_of: SessionOf | None = None
+"""Reads the session client (`s:...`) of a request path, or None (app.api.session provides it:
+this layer knows no session ids)."""
+
+
+def identify_sessions(session_of: SessionOf | None) -> None:
+    """Install how a request path names its session (`session_of(path)`: `s:<client>` for a
+    valid session id, else None)."""
+    global _session_of
+    _session_of = session_of
+
+
+def request_client(scope) -> str:
+    """Whom a request is charged to: its session where its path names a valid one (a forged,
+    damaged or expired id is not one), else its address."""
+    if _session_of is not None:
+        session = _session_of(scope.get("path", ""))
+        if session is not None:
+            return session
+    return address(scope)
+
+
+def charge_request(scope) -> None:
+    """One request of `request_client(scope)`: `TooMany` past that client's share."""
+    key = request_client(scope)
+    (requests_by_session if key.startswith("s:") else requests_by_address).take(key)
 
 
 class Buckets:
