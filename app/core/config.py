@@ -59,6 +59,13 @@ class Settings:
     """Worker processes that build runs (sessions and traces), per server process."""
     build_queue: int = field(default_factory=lambda: _int("MBI_BUILD_QUEUE", 256))
     """Builds that may wait: a class opening sessions on another worker rebuilds them all."""
+    window_workers: int = field(default_factory=lambda: _int("MBI_WINDOW_WORKERS", 1))
+    """Worker processes that build trace windows (app.api.windows), per server process."""
+    window_queue: int = field(default_factory=lambda: _int("MBI_WINDOW_QUEUE", 512))
+    """Windows that may wait for a window worker (a class of 200 asks for one each at once)."""
+    window_cache_mb: int = field(default_factory=lambda: _int("MBI_WINDOW_CACHE_MB", 128))
+    """Megabytes of built windows (their JSON, gzip and zstd bytes) the host keeps, shared by
+    its server processes like the run cache."""
     check_max_memory_mb: int = field(
         default_factory=lambda: _int("MBI_CHECK_MAX_MEMORY_MB", 1024))
     """Megabytes one check may keep in stored states."""
