@@ -9,7 +9,7 @@ is a digest of its bytes, and a client that holds it gets 304. Two forms:
 - `snapshots=true` (the contract every API client has): each step carries its `snapshot`;
 - `patches=true` (what the browser's player asks for): a window is a cursor over one full
   snapshot, `base` (the state after step `from - 1`), and each step carries `patch`, what
-  changed since the step before (`snapshot_patch`), a fifth of the bytes and the CPU;
+  changed since the step before (`snapshot_patch`), a third of the bytes;
 - `snapshots=false`: the step records alone.
 
 A window is encoded once and compressed once per encoding (zstd, gzip) in the worker; the event
