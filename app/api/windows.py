@@ -34,7 +34,7 @@ from fastapi import Request, Response
 from app.api.encode import WORKER
 from app.api.runstore import Entry, store
 from app.api.work import windows as windows_pool
-from app.core.clients import build_admit, build_charge
+from app.core.clients import window_admit, window_charge
 from app.core.config import settings
 from app.scenarios import ParamError
 from app.sim.trace import Run
@@ -302,14 +302,14 @@ async def _build(key: tuple, entry: Entry, clients: tuple[str, ...]) -> Window:
     """The window of `key`, built once however many clients ask for it at once."""
     pending = _building.get(key)
     if pending is None:
-        build_admit(clients)
+        window_admit(clients)
         pending = _building[key] = asyncio.get_running_loop().create_future()
         _, first, last, form = key
         try:
             *parts, cpu = await windows_pool.run(build_window, entry.serial, run_blob(entry),
                                                  first, last, form, entry.key.picks)
             window = Window(*parts)
-            build_charge(clients, cpu)
+            window_charge(clients, cpu)
             cache.put(key, window, (settings.window_cache_mb << 20) // max(1, settings.workers))
             pending.set_result(window)
         except asyncio.CancelledError:

@@ -11,6 +11,7 @@ keep one student from taking the others' turn:
   them (`charge_request`, called by app.core.security's middleware);
 - builds: worker time, a bucket of seconds per session and per address: a client whose builds
   took more than its share waits (429) before its next one starts;
+- trace windows: the window worker's time likewise, a bucket per session (else per address);
 - checks: running or queued checks per address;
 - streams: open WebSockets and SSE streams per session and per address.
 
@@ -159,6 +160,12 @@ build_time = {
     "address": Buckets("build time of one address", settings.build_share_address,
                        settings.build_burst_address_s),
 }
+window_time = {
+    "session": Buckets("window time of one session", settings.window_share_session,
+                       settings.window_burst_session_s),
+    "address": Buckets("window time of one address", settings.window_share_address,
+                       settings.window_burst_address_s),
+}
 checks_held = Shares("checks")
 streams_held = Shares("open streams")
 
@@ -172,6 +179,18 @@ def build_admit(clients: tuple[str, ...]) -> None:
 def build_charge(clients: tuple[str, ...], seconds: float) -> None:
     for key in clients:
         build_time["session" if key.startswith("s:") else "address"].spend(key, seconds)
+
+
+def window_admit(clients: tuple[str, ...]) -> None:
+    """Refuse a trace window to a client whose windows already took more than its share of the
+    window worker (a student playing at 30 steps/s takes about a four-hundredth of it)."""
+    for key in clients:
+        window_time["session" if key.startswith("s:") else "address"].take(key, 0.0)
+
+
+def window_charge(clients: tuple[str, ...], seconds: float) -> None:
+    for key in clients:
+        window_time["session" if key.startswith("s:") else "address"].spend(key, seconds)
 
 
 @contextlib.contextmanager

@@ -107,6 +107,17 @@ class Settings:
     """Seconds of build worker time an address earns a second."""
     build_burst_address_s: float = field(
         default_factory=lambda: _float("MBI_BUILD_BURST_ADDRESS_S", 120))
+    window_share_session: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_SHARE_SESSION", 0.1))
+    """Seconds of window worker time a session earns a second (playing at 30 steps/s takes
+    about 0.003)."""
+    window_burst_session_s: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_BURST_SESSION_S", 5))
+    window_share_address: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_SHARE_ADDRESS", 0.5))
+    """Seconds of window worker time an address (a client without a session) earns a second."""
+    window_burst_address_s: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_BURST_ADDRESS_S", 30))
     checks_per_address: int = field(default_factory=lambda: _int("MBI_CHECKS_PER_ADDRESS", 3))
     """Checks one address may have running or queued (of `check_concurrency + check_queue`,
     4 by default): one client always leaves a slot to the others, a class behind one NAT

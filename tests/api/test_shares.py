@@ -279,6 +279,6 @@ def test_an_address_holds_at_most_its_share_of_checks(monkeypatch):
 def _fresh_buckets():
     """Every test starts with full buckets (the module's client shares one address)."""
     for table in (clients.requests_by_address, clients.requests_by_session,
-                  *clients.build_time.values()):
+                  *clients.build_time.values(), *clients.window_time.values()):
         table.table.clear()
     yield

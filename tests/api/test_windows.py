@@ -142,3 +142,20 @@ def test_the_window_cache_is_bounded_in_bytes():
         cache.put(("run", i), window, budget=330)
     assert cache.bytes <= 330 and len(cache.windows) == 3
     assert cache.get(("run", 9)) is windows[9] and cache.get(("run", 0)) is None
+
+
+def test_a_session_past_its_share_of_the_window_worker_waits_while_others_play(
+        client, monkeypatch):
+    from app.core import clients
+
+    monkeypatch.setitem(clients.window_time, "session",
+                        clients.Buckets("window time of one session", 1e-6, 0.0))
+    greedy, other = (session(client, params={"tiles": 60}, schedule="random", seed=s)["id"]
+                     for s in (11, 12))
+    path = f"{API}/sessions/{greedy}/trace"
+    assert client.get(path, params={"from": 1, "to": 256}).status_code == 200  # into debt
+    refused = client.get(path, params={"from": 257, "to": 512})
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+    assert client.get(path, params={"from": 1, "to": 256}).status_code == 200  # kept: free
+    assert client.get(f"{API}/sessions/{other}/trace",
+                      params={"from": 1, "to": 256}).status_code == 200
