@@ -2,18 +2,21 @@
 itself; `make load`):
 
 - 200 students, each on a run of its own, playing at 30 steps/s as the browser plays (issue 20,
-  item 6): windows of the session's trace with full snapshots (`GET /sessions/{id}/trace`), the
-  next asked for while 3 s (or 32 steps) of the one held remain, each frame drawn at its due
-  time or when its window arrives (in a process of their own; students press Play over 10 s);
+  item 6; static/js/player.js): windows of the session's trace on a grid of 256 steps, each one
+  full snapshot and a patch per step (`GET /sessions/{id}/trace?patches=true`), the next asked
+  for while 5 s (at least 64 steps) of the one held remain, each frame drawn at its due time or
+  when its window arrives (in a process of their own; students press Play over 10 s);
 - 4 clients posting schedule checks in a loop (a documented 503 with Retry-After counts as an
   answer) and 1 client flooding `seek` over a session socket as fast as it can (another process);
 - probes: `GET /api/v1/scenarios` and a WebSocket `step` command's round trip (a manual move).
 
 Prints, per worker count, frames on time (drawn within 100 ms of their due time; target >= 99%
 with one worker), `GET /api/v1/scenarios` p99 (target < 100 ms) and the step round trip p99
-(target < 100 ms), beside the targets.
+(target < 100 ms), beside the targets; and the CPU seconds the server's processes (its workers,
+their pools) and the students' process took while the class played, with the machine's load
+average: on a shared machine, compare runs by those.
 
-    .venv/bin/python bench/load.py [--seconds 60] [--sessions 200] [--speed 30] [--workers 1,2]
+    .venv/bin/python bench/load.py [--duration 60] [--sessions 200] [--speed 30] [--workers 1,2]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import math
 import multiprocessing
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -36,6 +40,25 @@ from serve import pct, server  # noqa: E402  (bench/serve.py: the same uvicorn l
 
 CHECK = {"scenario": "double_buffer_tma", "params": {"stages": 2, "tiles": 6, "consumers": 2},
          "bugs": ["forget_phase_toggle"], "timeout_s": 2}
+
+
+def cpu_of_group(pgid: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of the server's process group, by kind: the server
+    processes, and the pool workers (processes that multiprocessing spawned)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"server": 0.0, "pools": 0.0}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            kind = "pools" if b"spawn_main" in (entry / "cmdline").read_bytes() else "server"
+            out[kind] += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
 
 
 def rss_of_group(pgid: int) -> int:
@@ -84,26 +107,30 @@ async def connect(url: str, **kwargs):
 ON_TIME_S = 0.1
 
 
+GRID = 256
+"""Windows start on this grid (static/js/player.js WINDOW_GRID)."""
+
+
 def window_size(speed: float) -> int:
-    """Steps per window, as static/js/player.js asks: 8 s of play, 64 to 512 steps."""
-    return max(64, min(512, math.ceil(speed * 8)))
+    """Steps per window, as static/js/player.js asks: about 8 s of play in whole grid cells."""
+    return GRID * max(1, min(4, math.ceil(speed * 8 / GRID)))
 
 
 async def fetch_window(client: httpx.AsyncClient, base: str, sid: str, first: int, last: int,
                        out: dict) -> int:
-    """Fetch steps first..last with snapshots (retrying 429/503 after Retry-After, as the page
-    would); the number of steps it holds."""
+    """Fetch steps first..last, one snapshot and a patch per step (retrying 429/503 after
+    Retry-After, as the page does); the number of steps it holds."""
     for _ in range(20):
         try:
-            response = await client.get(f"{base}/api/v1/sessions/{sid}/trace",
-                                        params={"from": first, "to": last, "snapshots": "true"})
+            response = await client.get(f"{base}/api/v1/sessions/{sid}/trace", params={
+                "from": first, "to": last, "snapshots": "true", "patches": "true"})
         except httpx.TransportError as err:  # a browser retries a GET on a dropped keep-alive
             out["refused"][type(err).__name__] = out["refused"].get(type(err).__name__, 0) + 1
             await asyncio.sleep(0.5)
             continue
         if response.status_code == 200:
             out["windows"] += 1
-            out["bytes"] += len(response.content)
+            out["bytes"] += int(response.headers.get("content-length", 0))
             return len(json.loads(response.content)["steps"])
         out["refused"][response.status_code] = out["refused"].get(response.status_code, 0) + 1
         await asyncio.sleep(min(2.0, float(response.headers.get("retry-after", "0.5"))))
@@ -114,11 +141,12 @@ async def student(client: httpx.AsyncClient, base: str, sid: str, total: int, sp
                   delay: float, until: float, out: dict) -> None:
     """Play one run as player.js does; count each frame on time or late."""
     await asyncio.sleep(delay)
-    ahead = max(32, speed * 3)
+    ahead = max(64, speed * 5)
     size = window_size(speed)
     available: list[tuple[int, float]] = []  # (last step of a window, when it arrived)
 
     async def fetch(first: int) -> int:
+        first -= (first - 1) % size  # the window on the grid that holds it
         last = min(total, first + size - 1)
         held = await fetch_window(client, base, sid, first, last, out)
         if held != last - first + 1:
@@ -170,7 +198,10 @@ def students_process(base: str, runs: list[tuple[str, int]], speed: float, secon
                     out["why"][why] = out["why"].get(why, 0) + 1
         return out
 
-    results.put({"students": asyncio.run(run())})
+    played = asyncio.run(run())
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    played["cpu_s"] = usage.ru_utime + usage.ru_stime
+    results.put({"students": played})
 
 
 # ------------------------------------------------------------------------- the others
@@ -289,15 +320,19 @@ def one_class(workers: int, args) -> dict:
                                  *(step_probe(u, until, rtts) for u in probes),
                                  rss_sampler(pid, seconds, rss))
 
+        cpu_before, load_before = cpu_of_group(pid), os.getloadavg()[0]
         go.set()
         asyncio.run(everything())
+        cpu_after, load_after = cpu_of_group(pid), os.getloadavg()[0]
+        cpu = {kind: cpu_after[kind] - cpu_before[kind] for kind in cpu_after}
         outcomes = [results.get(timeout=seconds + 300) for _ in range(2)]
         played = next(o for o in outcomes if "students" in o)["students"]
         checks, flooded = next(o for o in outcomes if "others" in o)["others"]
         players.join(30)
         others.join(30)
     return {"workers": workers, "played": played, "checks": checks, "flooded": flooded,
-            "gets": gets, "rtts": rtts, "rss": rss}
+            "gets": gets, "rtts": rtts, "rss": rss, "cpu": cpu,
+            "load": (load_before, load_after)}
 
 
 def report(figures: dict, args) -> None:
@@ -318,11 +353,19 @@ def report(figures: dict, args) -> None:
     flooded = figures["flooded"]
     print(f"checks answered: {figures['checks']}; seek flood: {flooded['sent']} sent, "
           f"{flooded['answers']} answers, {flooded['closed']}")
+    cpu, seconds = figures["cpu"], args.seconds
+    print(f"CPU while the class played ({seconds:g} s): server processes {cpu['server']:.1f} s "
+          f"({cpu['server'] / seconds:.0%} of a core), their pool workers (windows, checks) "
+          f"{cpu['pools']:.1f} s, the students' process {played.get('cpu_s', 0):.1f} s; "
+          f"load average {figures['load'][0]:.1f} -> {figures['load'][1]:.1f} on "
+          f"{os.cpu_count()} cores; peak RSS of the server's group "
+          f"{max((r for _, r in figures['rss']), default=0) / 2**20:.0f} MiB")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--duration", "--seconds", dest="seconds", type=float, default=60.0,
+                        help="seconds the class plays, per worker count")
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--speed", type=float, default=30.0)
     parser.add_argument("--probes", type=int, default=5)
@@ -330,8 +373,8 @@ def main() -> int:
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}; uvicorn on loopback, WebSocket deflate off; "
           f"{args.sessions} students on distinct runs at {args.speed:g} steps/s (windows of "
-          f"{window_size(args.speed)} steps with snapshots), 4 check posters, 1 seek flooder, "
-          f"{args.seconds:g} s per worker count")
+          f"{window_size(args.speed)} steps, a snapshot and patches), 4 check posters, 1 seek "
+          f"flooder, {args.seconds:g} s per worker count")
     for workers in (int(w) for w in args.workers.split(",")):
         report(one_class(workers, args), args)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from fastapi import Response
 
@@ -10,6 +11,9 @@ from fastapi import Response
 def compact_json(value) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
+
+WORKER = f"{os.getpid():x}"
+"""This process's name in the `X-Worker` header: shows which worker answered (tests, ops)."""
 
 IMMUTABLE = "public, max-age=86400, immutable"
 """A document that its URL fixes (a built-in's run and window: the engine is a pure function),

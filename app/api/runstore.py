@@ -158,7 +158,7 @@ _serials = itertools.count()
 class Entry:
     """One built run and a few machine states near where its clients stand."""
 
-    __slots__ = ("key", "run", "positions", "scratch", "used", "serial", "bytes")
+    __slots__ = ("key", "run", "positions", "scratch", "used", "serial", "bytes", "blob")
 
     def __init__(self, key: RunKey, run: Run):
         self.key = key
@@ -168,6 +168,8 @@ class Entry:
         self.positions: OrderedDict[int, tuple] = OrderedDict()
         self.scratch = Machine(run.cfg)
         self.used = time.monotonic()
+        self.blob: bytes | None = None
+        """The run pickled for the window worker (app.api.windows.run_blob), once."""
 
     def machine_at(self, step: int, machine: Machine | None = None) -> Machine:
         """A machine after `step` moves, from the nearest kept state (at most 255 moves away)."""

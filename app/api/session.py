@@ -5,23 +5,22 @@ FastAPI's generic encoder would walk every snapshot again."""
 from __future__ import annotations
 
 import json
-import os
 from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import replace
 
-from fastapi import Response
+from fastapi import HTTPException, Response
 
+from app.api.encode import WORKER
 from app.api.errors import fail
 from app.api.runstore import Entry, RunKey, ready_names, store
+from app.api.sources import NeedSource
 from app.api.token import MAX_PICKS, SessionToken, unknown_session
-from app.core.clients import requests_by_session, session_client
+from app.api.windows import named_picks, snapshot_patch
+from app.core.clients import identify_sessions, session_client
 from app.scenarios import ParamError
 from app.sim.machine import Machine, MoveError
 from app.sim.trace import Run
-
-WORKER = f"{os.getpid():x}"
-"""This process's name in the `X-Worker` header: shows which worker answered (tests, ops)."""
 
 FRAMES_KEPT = 8192
 _frames: OrderedDict[tuple[int, int], str] = OrderedDict()
@@ -58,23 +57,6 @@ def frame_json(entry: Entry, step: int, cursor: Machine | None = None) -> str:
     if len(_frames) > FRAMES_KEPT:
         _frames.popitem(last=False)
     return text
-
-
-def snapshot_patch(old: dict, new: dict) -> dict:
-    """What changed from snapshot `old` to `new`: `set` (fields replaced whole) and `items`
-    (for lists of the same length, the changed items by index). static/js/player.js applies it."""
-    replaced, items = {}, {}
-    for name, value in new.items():
-        before = old.get(name)
-        if value == before:
-            continue
-        if (isinstance(value, list) and isinstance(before, list)
-                and len(value) == len(before)):
-            items[name] = {str(i): v for i, (v, b) in enumerate(zip(value, before, strict=True))
-                           if v != b}
-        else:
-            replaced[name] = value
-    return {"set": replaced, "items": items}
 
 
 def patch_json(entry: Entry, step: int, cursor: Machine,
@@ -126,20 +108,9 @@ def scenario_block(key: RunKey, run: Run) -> dict:
     return {**run.scenario, "schedule": key.schedule.as_dict()}
 
 
-def mover_name(record: dict) -> str:
-    """The name that moves the same mover again: an agent, `tensor_core` or `tma:<op>`."""
-    if record["agent"] == "tma":
-        return f"tma:{record['operands']['op']}"
-    return record["agent"]
-
-
 def picks_by_name(entry: Entry, key: RunKey) -> list[dict]:
     """The picks as `{"step", "agent"}` with mover names, as a permalink spells them."""
-    if not key.picks:
-        return []
-    records = {r["step"]: r for r in entry.run.steps(key.picks[0][0], key.picks[-1][0],
-                                                      snapshots=False)}
-    return [{"step": step, "agent": mover_name(records[step])} for step, _ in key.picks]
+    return named_picks(entry.run, key.picks)
 
 
 def view(token: SessionToken, entry: Entry, *, layout: bool = False) -> str:
@@ -156,27 +127,36 @@ def view(token: SessionToken, entry: Entry, *, layout: bool = False) -> str:
             + frame_json(entry, token.step)[1:])
 
 
-def document(token: SessionToken, entry: Entry, first: int, last: int | None,
-             snapshots: bool) -> dict:
-    doc = entry.run.document(first, last, snapshots)
-    doc["scenario"]["schedule"] = token.key.schedule.as_dict()
-    if token.key.picks:
-        doc["scenario"]["schedule"]["picks"] = picks_by_name(entry, token.key)
-    return doc
-
-
 def clients_of(token: SessionToken, where: str | None = None) -> tuple[str, ...]:
     """Whom work done for `token` is charged to: its session, and the address `where`."""
     return tuple(k for k in (session_client(token), where) if k)
 
 
+SESSION_PATH = "/api/v1/sessions/"
+
+
+def session_of_path(path: str) -> str | None:
+    """The session client of a request to `/api/v1/sessions/{id}/...` whose id is valid (its
+    requests pay its own bucket: app.core.clients.charge_request), else None (its address
+    pays). An id is decoded once per process: the route's decode finds it remembered."""
+    if not path.startswith(SESSION_PATH):
+        return None
+    session_id = path[len(SESSION_PATH):].split("/", 1)[0]
+    if not session_id:
+        return None
+    try:
+        return session_client(SessionToken.decode(session_id))
+    except (HTTPException, NeedSource):  # not a session (yet): its address pays
+        return None
+
+
+identify_sessions(session_of_path)
+
+
 async def open_token(session_id: str, where: str | None = None) -> tuple[SessionToken, Entry]:
-    """The session of an id, with its run; 404 for an id whose run cannot be rebuilt. The
-    session's request bucket pays for it (429 past its rate)."""
+    """The session of an id, with its run; 404 for an id whose run cannot be rebuilt. (The
+    request was charged to the session's bucket before: app.core.clients.charge_request.)"""
     token = SessionToken.decode(session_id)
-    session = session_client(token)
-    if session is not None:
-        requests_by_session.take(session)
     try:
         entry = await store.get(token.key, clients=clients_of(token, where))
     except ParamError as err:

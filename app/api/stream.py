@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import json
 import logging
 import time
@@ -23,6 +21,7 @@ from functools import lru_cache
 
 from fastapi import HTTPException, WebSocket, WebSocketDisconnect
 
+from app.api.pacing import Outbox, ticker
 from app.api.runstore import Entry, store
 from app.api.session import (
     clamp_step,
@@ -37,7 +36,7 @@ from app.api.session import (
 from app.api.session import step_session as step_once
 from app.api.sources import NeedSource
 from app.api.token import SessionToken
-from app.core.clients import TooMany, address, session_client, stream_slot
+from app.core.clients import TooMany, address, charge_request, session_client, stream_slot
 from app.core.config import settings
 from app.core.pool import Busy
 from app.core.security import BodyError, check_json
@@ -59,47 +58,6 @@ enough for a client that reconnects (it seeks to its own step) to hold an id tha
 
 class Flood(Exception):
     """A client that keeps flooding after being told to stop."""
-
-
-class Ticker:
-    """Paces every playing stream of this process from one task: one timer wakes it at most
-    every `GRAIN` seconds, and it calls each stream whose step is due (a stream's `tick(now)`
-    returns when it is due next, or None when it stops). A timer and a task per playing client
-    cost more than the step itself."""
-
-    GRAIN = 0.002
-
-    def __init__(self) -> None:
-        self.heap: list = []
-        self.order = itertools.count()
-        self.task: asyncio.Task | None = None
-
-    def add(self, tick, due: float) -> None:
-        loop = asyncio.get_running_loop()
-        if self.task is not None and self.task.get_loop() is not loop:
-            self.heap, self.task = [], None  # a new event loop (tests): the old one's are gone
-        heapq.heappush(self.heap, (due, next(self.order), tick))
-        if self.task is None or self.task.done():
-            self.task = loop.create_task(self.run())
-
-    async def run(self) -> None:
-        heap = self.heap
-        while heap:
-            delay = heap[0][0] - time.monotonic()
-            await asyncio.sleep(min(max(delay, self.GRAIN), 0.05))
-            now = time.monotonic()
-            while heap and heap[0][0] <= now:
-                _, _, tick = heapq.heappop(heap)
-                try:
-                    due = tick(now)
-                except Exception:  # noqa: BLE001 - one stream's failure stops that stream only
-                    logger.exception("a playing stream failed")
-                    continue
-                if due is not None:
-                    heapq.heappush(heap, (due, next(self.order), tick))
-
-
-ticker = Ticker()
 
 
 class Streams:
@@ -211,42 +169,15 @@ def parse_command(text) -> dict:
     return command
 
 
-class Outbox:
-    """Messages to one client, sent by one task: a client that does not read piles them up
-    here, and past `settings.ws_send_buffer` bytes it is dropped."""
-
-    def __init__(self, websocket: WebSocket):
-        self.websocket = websocket
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
-        self.pending = 0
-        self.overflowed = False
-        self.sender = asyncio.create_task(self.pump())
-
-    def put(self, message: dict | str) -> None:
-        text = message if isinstance(message, str) else json.dumps(message,
-                                                                    separators=(",", ":"))
-        self.pending += len(text)
-        if self.pending > settings.ws_send_buffer:
-            self.overflowed = True
-            self.sender.cancel()
-            return
-        self.queue.put_nowait(text)
-
-    async def pump(self) -> None:
-        while True:
-            text = await self.queue.get()
-            await self.websocket.send_text(text)
-            self.pending -= len(text)
-
-
 async def play_socket(websocket: WebSocket, session_id: str) -> None:
     """Messages in: `{"type": "play" | "pause" | "step" | "back" | "seek" | "reset" | "speed"}`
     with `agent`, `step` or `steps_per_s` (`play` with `"patches": true`: played frames carry a
-    `patch` of the snapshot before, see `session.snapshot_patch`). Out: `{"type": "state", ...}`
+    `patch` of the snapshot before, see `windows.snapshot_patch`). Out: `{"type": "state", ...}`
     after every command and every played step, `{"type": "error", "status", "field",
     "message"}` for a refused command."""
     await websocket.accept()
     try:
+        charge_request(websocket.scope)  # the middleware charges HTTP requests, not sockets
         token, entry = await open_token(session_id)
     except NeedSource as err:
         await websocket.send_json({"type": "error", "status": 409, "field": "session_id",

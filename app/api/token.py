@@ -129,9 +129,7 @@ class SessionToken:
         if len(payload) > 600:  # only ids with many picks: compressing costs more than the bytes
             payload = b"z" + zlib.compress(payload, 6)
         text = f"{_b64(payload)}.{_b64(_mac(payload))}"
-        _issued[text] = (self, issued)
-        if len(_issued) > ISSUED_KEPT:
-            _issued.popitem(last=False)
+        _remember(text, self, issued)
         return text
 
     @classmethod
@@ -175,7 +173,9 @@ class SessionToken:
         key = RunKey(fields.scenario or "", tuple(sorted(
             params_dict(fields.params).items())),
             tuple(fields.bugs), schedule, tuple(fields.picks), source=source)
-        return cls(key, fields.step, fields.c or "")
+        token = cls(key, fields.step, fields.c or "")
+        _remember(text, token, fields.issued)  # checked: its next decode (the route's) is a look-up
+        return token
 
 
 def _check_age(now: float, issued: int) -> None:
@@ -188,4 +188,11 @@ def _check_age(now: float, issued: int) -> None:
 
 
 _issued: OrderedDict[str, tuple[SessionToken, int]] = OrderedDict()
-"""Ids this process issued lately, already parsed: the next request usually brings one back."""
+"""Ids this process issued or checked lately, already parsed: the next request usually brings
+one back (and the rate limiter reads a request's id before its route does)."""
+
+
+def _remember(text: str, token: SessionToken, issued: int) -> None:
+    _issued[text] = (token, issued)
+    if len(_issued) > ISSUED_KEPT:
+        _issued.popitem(last=False)

@@ -22,11 +22,19 @@ builds = WorkPool("build", settings.build_workers, settings.build_queue,
                   settings.pool_start_method, timeout_s=settings.build_timeout_s,
                   max_rss=settings.worker_max_memory_mb << 20)
 
+windows = WorkPool("window", settings.window_workers, settings.window_queue,
+                   settings.pool_start_method, nice=2, timeout_s=settings.build_timeout_s,
+                   max_rss=settings.worker_max_memory_mb << 20)
+"""Trace windows (app.api.windows): tens of milliseconds each, never behind a class's builds;
+at a priority between the server's and the checks' (a window is due seconds ahead, a check's
+answer later still)."""
+
 
 def shutdown() -> None:
     """Called at application shutdown (lifespan): stop every worker process."""
     checks.shutdown()
     builds.shutdown()
+    windows.shutdown()
 
 
 async def unless_gone(request: Request, work: Awaitable):

@@ -5,11 +5,13 @@ A client is its session where it has one (the lineage stamp `c` that a session i
 one address, so per-address shares are sized for 200 students and per-session shares are what
 keep one student from taking the others' turn:
 
-- requests: a token bucket per address (`/api/` only; pages and static assets are not counted;
-  loopback has no per-address share at all, `LOCAL`) and per session, 429 with Retry-After
-  past them;
+- requests: a token bucket per client (`/api/` only; pages and static assets are not counted):
+  a request whose path names a valid session id pays its session's bucket, any other its
+  address's (loopback has no per-address share at all, `LOCAL`), 429 with Retry-After past
+  them (`charge_request`, called by app.core.security's middleware);
 - builds: worker time, a bucket of seconds per session and per address: a client whose builds
   took more than its share waits (429) before its next one starts;
+- trace windows: the window worker's time likewise, a bucket per session (else per address);
 - checks: running or queued checks per address;
 - streams: open WebSockets and SSE streams per session and per address.
 
@@ -22,6 +24,7 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from app.core.config import settings
 
@@ -51,6 +54,35 @@ def address(scope) -> str:
 
 def session_client(token) -> str | None:
     return f"s:{token.client}" if getattr(token, "client", "") else None
+
+
+SessionOf = Callable[[str], "str | None"]
+_session_of: SessionOf | None = None
+"""Reads the session client (`s:...`) of a request path, or None (app.api.session provides it:
+this layer knows no session ids)."""
+
+
+def identify_sessions(session_of: SessionOf | None) -> None:
+    """Install how a request path names its session (`session_of(path)`: `s:<client>` for a
+    valid session id, else None)."""
+    global _session_of
+    _session_of = session_of
+
+
+def request_client(scope) -> str:
+    """Whom a request is charged to: its session where its path names a valid one (a forged,
+    damaged or expired id is not one), else its address."""
+    if _session_of is not None:
+        session = _session_of(scope.get("path", ""))
+        if session is not None:
+            return session
+    return address(scope)
+
+
+def charge_request(scope) -> None:
+    """One request of `request_client(scope)`: `TooMany` past that client's share."""
+    key = request_client(scope)
+    (requests_by_session if key.startswith("s:") else requests_by_address).take(key)
 
 
 class Buckets:
@@ -128,6 +160,12 @@ build_time = {
     "address": Buckets("build time of one address", settings.build_share_address,
                        settings.build_burst_address_s),
 }
+window_time = {
+    "session": Buckets("window time of one session", settings.window_share_session,
+                       settings.window_burst_session_s),
+    "address": Buckets("window time of one address", settings.window_share_address,
+                       settings.window_burst_address_s),
+}
 checks_held = Shares("checks")
 streams_held = Shares("open streams")
 
@@ -141,6 +179,18 @@ def build_admit(clients: tuple[str, ...]) -> None:
 def build_charge(clients: tuple[str, ...], seconds: float) -> None:
     for key in clients:
         build_time["session" if key.startswith("s:") else "address"].spend(key, seconds)
+
+
+def window_admit(clients: tuple[str, ...]) -> None:
+    """Refuse a trace window to a client whose windows already took more than its share of the
+    window worker (a student playing at 30 steps/s takes about a four-hundredth of it)."""
+    for key in clients:
+        window_time["session" if key.startswith("s:") else "address"].take(key, 0.0)
+
+
+def window_charge(clients: tuple[str, ...], seconds: float) -> None:
+    for key in clients:
+        window_time["session" if key.startswith("s:") else "address"].spend(key, seconds)
 
 
 @contextlib.contextmanager

@@ -62,6 +62,13 @@ class Settings:
     """Worker processes that build runs (sessions and traces), per server process."""
     build_queue: int = field(default_factory=lambda: _int("MBI_BUILD_QUEUE", 256))
     """Builds that may wait: a class opening sessions on another worker rebuilds them all."""
+    window_workers: int = field(default_factory=lambda: _int("MBI_WINDOW_WORKERS", 1))
+    """Worker processes that build trace windows (app.api.windows), per server process."""
+    window_queue: int = field(default_factory=lambda: _int("MBI_WINDOW_QUEUE", 512))
+    """Windows that may wait for a window worker (a class of 200 asks for one each at once)."""
+    window_cache_mb: int = field(default_factory=lambda: _int("MBI_WINDOW_CACHE_MB", 128))
+    """Megabytes of built windows (their JSON, gzip and zstd bytes) the host keeps, shared by
+    its server processes like the run cache."""
     check_max_memory_mb: int = field(
         default_factory=lambda: _int("MBI_CHECK_MAX_MEMORY_MB", 1024))
     """Megabytes one check may keep in stored states."""
@@ -103,6 +110,17 @@ class Settings:
     """Seconds of build worker time an address earns a second."""
     build_burst_address_s: float = field(
         default_factory=lambda: _float("MBI_BUILD_BURST_ADDRESS_S", 120))
+    window_share_session: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_SHARE_SESSION", 0.1))
+    """Seconds of window worker time a session earns a second (playing at 30 steps/s takes
+    about 0.003)."""
+    window_burst_session_s: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_BURST_SESSION_S", 5))
+    window_share_address: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_SHARE_ADDRESS", 0.5))
+    """Seconds of window worker time an address (a client without a session) earns a second."""
+    window_burst_address_s: float = field(
+        default_factory=lambda: _float("MBI_WINDOW_BURST_ADDRESS_S", 30))
     checks_per_address: int = field(default_factory=lambda: _int("MBI_CHECKS_PER_ADDRESS", 3))
     """Checks one address may have running or queued (of `check_concurrency + check_queue`,
     4 by default): one client always leaves a slot to the others, a class behind one NAT

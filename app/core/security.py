@@ -24,7 +24,7 @@ import secrets
 import time
 from pathlib import Path
 
-from app.core.clients import TooMany, address, requests_by_address
+from app.core.clients import TooMany, charge_request
 from app.core.config import Settings, settings
 
 MAX_DEPTH = 32
@@ -237,10 +237,10 @@ class Guard:
             return await self.app(scope, receive, send)
         if scope["path"].startswith("/api/"):
             try:
-                requests_by_address.take(address(scope))
+                charge_request(scope)
             except TooMany as err:
                 start, body = _error(429, ["server", "rate"],
-                                     f"{err.what}: past this server's share for one address; "
+                                     f"{err.what}: past this server's share for one client; "
                                      f"retry after {err.retry_after} s",
                                      ((b"retry-after", str(err.retry_after).encode()),))
                 await send(start)

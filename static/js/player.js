@@ -1,7 +1,9 @@
 // Players hold a cursor over a run: step, back, seek, play, pause, speed. SessionPlayer asks the
 // session's WebSocket for what the server computes (step, pick, seek, reset) and plays windows of
-// the session's trace fetched ahead (one request per seconds of play, not a frame per step).
-// LocalPlayer walks a trace document in memory. Both emit "frame" with the same fields.
+// the session's trace fetched ahead (one request per seconds of play, not a frame per step):
+// each window is one full snapshot and a patch per step (docs/trace-format.md, "Windows"), on a
+// grid of 256 steps that every student of a run shares. LocalPlayer walks a trace document in
+// memory. Both emit "frame" with the same fields.
 
 import {api, SessionSocket} from "./trace.js";
 
@@ -29,8 +31,32 @@ function patched(snapshot, patch) {
 /** A frame is on time when drawn within this many ms of its due time at the chosen speed. */
 export const ON_TIME_MS = 100;
 
+/** Windows start on this grid (the run's checkpoints: the server replays nothing before one). */
+export const WINDOW_GRID = 256;
+
+/** Steps per window at `speed`: about 8 s of play, in whole grid cells, 256 to 1,024 steps. */
+export function windowSize(speed) {
+  return WINDOW_GRID * Math.max(1, Math.min(4, Math.ceil((speed * 8) / WINDOW_GRID)));
+}
+
+/** A window's steps, each with its snapshot: `base` patched step by step (a `patches=true`
+ *  window), or the snapshots it carries. */
+export function windowRecords(doc) {
+  if (!doc.base) return doc.steps;
+  let snapshot = doc.base;
+  return doc.steps.map((step) => {
+    snapshot = patched(snapshot, step.patch);
+    const {patch, ...record} = step;
+    return {...record, snapshot};
+  });
+}
+
+const RETRY_MS = 1000;
+const RETRIES = 20;
+
 export class SessionPlayer extends Emitter {
-  constructor(view, {speed = 4, fetchWindow = (id, from, to) => api.sessionTrace(id, {from, to, snapshots: true})} = {}) {
+  constructor(view, {speed = 4, fetchWindow = (id, from, to) =>
+    api.sessionTrace(id, {from, to, snapshots: true, patches: true})} = {}) {
     super();
     this.id = view.id;
     this.frame = {step: view.step, total_steps: view.total_steps, status: view.status,
@@ -42,6 +68,7 @@ export class SessionPlayer extends Emitter {
     this.cache = new Map();      // step -> its record (with its snapshot), for local play
     this.initial = null;         // the snapshot before step 1
     this.fetching = null;        // the window being fetched: {from, to, promise}
+    this.generation = 0;         // which run the cache holds (a pick makes another)
     this.timer = null;
     this.clock = null;           // {anchor: ms, step}: step `step` was due at `anchor`
     this.stats = {frames: 0, onTime: 0, late: 0, worstMs: 0, windows: 0};
@@ -67,7 +94,12 @@ export class SessionPlayer extends Emitter {
       this.frame = {step: message.step, total_steps: message.total_steps, status: message.status,
                     snapshot, record: message.record, ready: message.ready,
                     playing: message.playing, speed: message.speed};
-      if (message.changed) { this.cache.clear(); this.initial = null; this.emit("run", message); }
+      if (message.changed) {
+        this.cache.clear();
+        this.initial = null;
+        this.generation += 1;
+        this.emit("run", message);
+      }
       this.emit("frame", this.frame);
       this.afterAnswer();
     } else if (message.type === "speed") {
@@ -150,27 +182,42 @@ export class SessionPlayer extends Emitter {
     return record ? {step, record, snapshot: record.snapshot, ready: []} : {};
   }
 
-  windowSize() { return Math.max(64, Math.min(512, Math.ceil(this.frame.speed * 8))); }
+  windowSize() { return windowSize(this.frame.speed); }
 
-  /** Ask for the next window while at least 3 s of play (or 32 steps) are still ahead. */
-  prefetch() {
+  /** Ask for the next window while 5 s of play (at least 64 steps) are still ahead: the window
+   *  on the grid that holds the first step not held. A busy server (429, 503) is asked again. */
+  prefetch(tries = 0) {
     if (this.fetching || !this.frame.playing) return;
-    const ahead = Math.max(32, this.frame.speed * 3);
+    const ahead = Math.max(64, this.frame.speed * 5);
     let next = this.frame.step + 1;
     while (this.cache.has(next)) next += 1;
     if (next > this.frame.total_steps || next - this.frame.step > ahead) return;
-    const from = next;
-    const to = Math.min(this.frame.total_steps, from + this.windowSize() - 1);
+    const size = this.windowSize();
+    const from = next - ((next - 1) % size);
+    const to = Math.min(this.frame.total_steps, from + size - 1);
+    let again = false;
+    const generation = this.generation;
     const promise = this.fetchWindow(this.id, from, to).then((doc) => {
+      if (generation !== this.generation) return;  // the run changed meanwhile (a pick)
       this.stats.windows += 1;
       if (!this.initial && doc.initial) this.initial = doc.initial;
-      for (const record of doc.steps) this.cache.set(record.step, record);
+      for (const record of windowRecords(doc)) this.cache.set(record.step, record);
       for (const step of this.cache.keys()) if (step < this.frame.step - 64) this.cache.delete(step);
     }, (err) => {
-      // No window (a busy server, an expired id): stop where the data ends and say so.
+      if ((err.status === 429 || err.status === 503) && tries < RETRIES && this.frame.playing) {
+        again = true;  // busy: the frames wait (late, if it lasts), play goes on
+        setTimeout(() => {
+          this.fetching = null;
+          this.prefetch(tries + 1);
+          if (this.frame.playing && !this.timer) this.tick();
+        }, RETRY_MS);
+        return;
+      }
+      // No window (an expired id, a server gone): stop where the data ends and say so.
       this.stopLocal();
       this.emit("error", {field: err.field || "server", message: `Play stopped: ${err.message}`});
     }).finally(() => {
+      if (again) return;
       this.fetching = null;
       if (this.frame.playing) { this.prefetch(); if (!this.timer) this.tick(); }
     });

@@ -104,9 +104,9 @@ function traceQuery(config, extra = {}) {
 export const api = {
   createSession: (config) =>
     request("/api/v1/sessions", {method: "POST", body: JSON.stringify(sessionBody(config))}),
-  sessionTrace: (id, {from = 1, to = null, snapshots = false} = {}) =>
+  sessionTrace: (id, {from = 1, to = null, snapshots = false, patches = false} = {}) =>
     request(`/api/v1/sessions/${id}/trace?from=${from}${to === null ? "" : `&to=${to}`}` +
-            `&snapshots=${snapshots}`),
+            `&snapshots=${snapshots}${patches ? "&patches=true" : ""}`),
   trace: (config, extra = {}) =>
     request(`/api/v1/traces/${encodeURIComponent(config.scenario)}?${traceQuery(config, extra)}`),
   replays: () => request("/api/v1/replays"),

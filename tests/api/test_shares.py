@@ -18,7 +18,6 @@ from app.api import runstore
 from app.api.routes import check as check_routes
 from app.api.session import MAX_DIAGNOSTICS
 from app.core import clients
-from app.core import security as security_module
 from app.core.clients import Buckets
 from app.main import app
 from app.sim.schedule import Schedule
@@ -111,7 +110,7 @@ async def _from(host: str, paths: list[str]) -> list[httpx.Response]:
 
 
 def test_requests_past_an_address_share_are_429_but_pages_are_not(monkeypatch):
-    monkeypatch.setattr(security_module, "requests_by_address",
+    monkeypatch.setattr(clients, "requests_by_address",
                         Buckets("requests from one address", 1.0, 5))
     paths = [f"{API}/health"] * 7 + [f"{API}/scenarios", "/static/js/trace.js"]
     answers = run_async(lambda: _from("10.1.2.3", paths))
@@ -127,7 +126,7 @@ def test_requests_past_an_address_share_are_429_but_pages_are_not(monkeypatch):
 
 
 def test_a_session_past_its_request_share_is_429(client, monkeypatch):
-    monkeypatch.setattr("app.api.session.requests_by_session",
+    monkeypatch.setattr(clients, "requests_by_session",
                         Buckets("requests of one session", 1.0, 3))
     sid = create(client)["id"]
     codes = []
@@ -138,6 +137,44 @@ def test_a_session_past_its_request_share_is_429(client, monkeypatch):
     assert codes[:3] == [200] * 3 and codes[-1] == 429
     other = create(client)["id"]  # another student is not held back
     assert client.post(f"{API}/sessions/{other}/step").status_code == 200
+
+
+async def _sessions_from_one_address(host: str) -> dict:
+    """Two students behind one address (a class behind one NAT): each steps on its own."""
+    transport = httpx.ASGITransport(app=app, client=(host, 4321))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async def session() -> str:
+            response = await client.post(f"{API}/sessions", json={"scenario": "single_barrier"})
+            assert response.status_code == 201, response.text
+            return response.json()["id"]
+
+        ids = {"a": await session(), "b": await session()}
+        codes: dict[str, list[int]] = {"a": [], "b": [], "forged": [], "address": []}
+        for name in ("a", "a", "a", "a", "b", "b", "a"):
+            response = await client.post(f"{API}/sessions/{ids[name]}/step")
+            codes[name].append(response.status_code)
+            if response.status_code == 200:
+                ids[name] = response.json()["id"]
+        forged = ids["b"][:-4] + ("AAAA" if not ids["b"].endswith("AAAA") else "BBBB")
+        for _ in range(2):
+            codes["forged"].append((await client.get(f"{API}/sessions/{forged}")).status_code)
+        codes["address"].append((await client.get(f"{API}/scenarios")).status_code)
+        return codes
+
+
+def test_two_sessions_on_one_address_have_a_bucket_each(monkeypatch):
+    """A client is its session where it has one: a session's requests pay its own bucket, not
+    its address's (the class behind one NAT shares one address); a request without a valid id
+    (a forged one included) pays its address's."""
+    monkeypatch.setattr(clients, "requests_by_session",
+                        Buckets("requests of one session", 1e-3, 3))
+    monkeypatch.setattr(clients, "requests_by_address",
+                        Buckets("requests from one address", 1e-3, 4))
+    codes = run_async(lambda: _sessions_from_one_address("10.3.3.3"))
+    assert codes["a"] == [200, 200, 200, 429, 429], codes  # a's bucket: 3
+    assert codes["b"] == [200, 200], codes  # b's own bucket, though a is refused
+    # The address paid for the two POST /sessions only, so two more fit, then none.
+    assert codes["forged"] == [404, 404] and codes["address"] == [429], codes
 
 
 def test_a_session_past_its_build_share_waits_while_others_build(client, monkeypatch):
@@ -242,7 +279,7 @@ def test_an_address_holds_at_most_its_share_of_checks(monkeypatch):
 @pytest.fixture(autouse=True)
 def _fresh_buckets():
     """Every test starts with full buckets (the module's client shares one address)."""
-    for table in (security_module.requests_by_address, clients.requests_by_session,
-                  *clients.build_time.values()):
+    for table in (clients.requests_by_address, clients.requests_by_session,
+                  *clients.build_time.values(), *clients.window_time.values()):
         table.table.clear()
     yield

@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from app.api.encode import json_response
 from app.api.responses import errors
-from app.api.routes.traces import window_document
 from app.api.runs import MAX_SEED, parse_schedule
 from app.api.runstore import TRACE_LIMIT, canonical_key, store
 from app.api.sources import remember
+from app.api.windows import window_answer, window_form, window_of
 from app.api.work import builds
 from app.core.clients import address
 from app.lang.compiler import MAX_SOURCE_BYTES, instantiate, load, resolve_params
@@ -111,6 +111,8 @@ async def post_trace(body: TraceBody, request: Request):
     schedule = parse_schedule(body.schedule, body.seed, body.moves)
     key = await builds.run(source_key, body.source, body.scenario, body.params, body.bugs,
                            schedule, STEP_LIMIT)
-    entry = await store.get(key, clients=(address(request.scope),))
-    return await window_document(entry, body.first, body.last, body.snapshots,
-                                 lambda a, b: entry.run.document(a, b, body.snapshots))
+    where = (address(request.scope),)
+    entry = await store.get(key, clients=where)
+    window = await window_of(entry, body.first, body.last, window_form(body.snapshots, False),
+                             where)
+    return window_answer(request, window, None)

@@ -28,7 +28,6 @@ from app.api.session import (
     answer,
     clamp_step,
     clients_of,
-    document,
     open_token,
     step_session,
     view,
@@ -41,6 +40,7 @@ from app.api.token import (
     SessionToken,
     new_client,
 )
+from app.api.windows import window_form, window_response
 from app.api.work import builds
 from app.core.clients import address
 from app.core.config import settings
@@ -203,18 +203,19 @@ async def snapshot(session_id: SessionId, step: Annotated[int, Path(ge=0, le=SES
 
 
 @router.get("/{session_id}/trace", response_class=Response, responses=SESSION_ERRORS)
-async def trace(session_id: SessionId,
+async def trace(session_id: SessionId, request: Request,
                 first: Annotated[int, Query(alias="from", ge=0, le=SESSION_STEP_LIMIT)] = 1,
                 last: Annotated[int | None, Query(alias="to", ge=0,
                                                   le=SESSION_STEP_LIMIT)] = None,
-                snapshots: bool = True) -> Response:
-    """The session's whole run as a trace document (docs/trace-format.md), in windows."""
-    from app.api.routes.traces import window_document
-
+                snapshots: bool = True, patches: bool = False) -> Response:
+    """The session's whole run as a trace document (docs/trace-format.md), in windows;
+    `patches=true`: one full snapshot (`base`) and each step's `patch` in place of its
+    `snapshot`, as the browser's player asks (docs/trace-format.md, "Windows"). A window is
+    fixed by the run, not the cursor: every id of the run shares it (ETag, immutable)."""
+    form = window_form(snapshots, patches)
     token, entry = await open_token(session_id)
-    return await window_document(entry, first, last, snapshots,
-                                 lambda a, b: document(token, entry, a, b, snapshots),
-                                 PRIVATE_IMMUTABLE)
+    clients = clients_of(token) or (address(request.scope),)  # the session, else its address
+    return await window_response(request, entry, first, last, form, PRIVATE_IMMUTABLE, clients)
 
 
 @router.websocket("/{session_id}/ws")

@@ -2,70 +2,31 @@
 
 A window's `diagnostics` (unless it is the whole run) hold those inside it plus the run's first
 one, and `diagnostics_total` counts all of them: a one-step window of a run with a million
-diagnostics stays small. Documents are built and encoded in a thread, runs in the build pool.
+diagnostics stays small. Windows are built, encoded and compressed in the window pool and kept
+by content (app.api.windows), runs in the build pool.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.encode import IMMUTABLE, compact_json, json_response
+from app.api.encode import IMMUTABLE, compact_json
 from app.api.responses import errors
 from app.api.runs import MAX_SEED, param_query, parse_schedule, scenario_or_404
-from app.api.runstore import TRACE_LIMIT, Entry, canonical_key, store
+from app.api.runstore import TRACE_LIMIT, canonical_key, store
+from app.api.windows import Window, window_answer, window_form, window_of
 from app.core.clients import address
-from app.core.config import settings
 from app.export.perfetto import to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
 
 router = APIRouter(prefix="/traces", tags=["traces"])
 
-QUERY_NAMES = set(PARAM_NAMES) | {"bugs", "schedule", "seed", "moves", "from", "to", "snapshots"}
-
-
-def window_diagnostics(diagnostics: list[dict], first: int, last: int) -> list[dict]:
-    """Those of steps `first..last` (the list is in step order), and the run's first one."""
-    lo = bisect_left(diagnostics, first, key=lambda d: d["step"])
-    hi = bisect_right(diagnostics, last, key=lambda d: d["step"])
-    inside = diagnostics[lo:hi]
-    if diagnostics and lo > 0:
-        inside = [diagnostics[0], *inside]
-    return inside
-
-
-async def window_document(entry: Entry, first: int, last: int | None, snapshots: bool,
-                          make: Callable[[int, int], dict], cache: str | None = None
-                          ) -> Response:
-    """Check the window `first..last` against the limits and answer `make(first, last)` with
-    its diagnostics windowed (built and encoded in a thread)."""
-    window = settings.max_window if snapshots else settings.max_window * 10
-    first = max(first, 1)
-    if last is None:
-        last = min(entry.run.total_steps, first + window - 1)
-    if last < first - 1:
-        raise ParamError("to", f"to ({last}) is before from ({first})")
-    if last - first + 1 > window:
-        raise ParamError("to", f"a window holds at most {window} steps "
-                               f"({'with' if snapshots else 'without'} snapshots); "
-                               f"asked for {last - first + 1}")
-    diagnostics = entry.run.diagnostics
-    whole = first == 1 and last >= entry.run.total_steps
-
-    def build() -> bytes:
-        doc = make(first, last)
-        if not whole:  # a window: its own diagnostics, the run's first, and how many in all
-            doc["diagnostics"] = window_diagnostics(diagnostics, first, last)
-            doc["diagnostics_total"] = len(diagnostics)
-        return compact_json(doc)
-
-    return json_response(await asyncio.to_thread(build), cache)
+QUERY_NAMES = set(PARAM_NAMES) | {"bugs", "schedule", "seed", "moves", "from", "to", "snapshots",
+                                  "patches"}
 
 
 @router.get("/{scenario_id}", response_class=Response, responses=errors(404, 422, 503))
@@ -84,9 +45,20 @@ async def get_trace(
     first: Annotated[int, Query(alias="from", ge=0, le=TRACE_LIMIT)] = 1,
     last: Annotated[int | None, Query(alias="to", ge=0, le=TRACE_LIMIT)] = None,
     snapshots: bool = True,
+    patches: bool = False,
 ) -> Response:
     """The trace of one run (docs/trace-format.md). Without `to`, as many steps as one response
-    may hold."""
+    may hold. `patches=true`: one full snapshot (`base`) and each step's `patch` in place of
+    its `snapshot` (docs/trace-format.md, "Windows")."""
+    window = await trace_window(**locals())  # every parameter, by name
+    return window_answer(request, window, IMMUTABLE)
+
+
+async def trace_window(scenario_id: str, request: Request, stages, tiles, tile_bytes,
+                       chunk_bytes, consumers, bugs: str, schedule: str, seed: int | None,
+                       moves: str, first: int, last: int | None, snapshots: bool,
+                       patches: bool) -> Window:
+    """The window `GET /traces/{scenario_id}` answers with."""
     scenario = scenario_or_404(scenario_id)
     for name in request.query_params:
         if name not in QUERY_NAMES:
@@ -96,16 +68,17 @@ async def get_trace(
               "chunk_bytes": chunk_bytes, "consumers": consumers}
     key = canonical_key(scenario.id, params, bugs, parse_schedule(schedule, seed, moves),
                         TRACE_LIMIT)
-    entry = await store.get(key, clients=(address(request.scope),))
-    return await window_document(entry, first, last, snapshots,
-                                 lambda a, b: entry.run.document(a, b, snapshots), IMMUTABLE)
+    form = window_form(snapshots, patches)
+    where = (address(request.scope),)
+    entry = await store.get(key, clients=where)
+    return await window_of(entry, first, last, form, where)
 
 
 async def get_trace_perfetto(**query) -> Response:
     """The same run and window as `GET /traces/{scenario_id}`, from the same query (and with the
     same 422s naming the field), in the Chrome Trace Event Format that ui.perfetto.dev opens
     (docs/perfetto.md)."""
-    doc = json.loads((await get_trace(**query)).body)
+    doc = json.loads((await trace_window(**query)).body)
     return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
                     headers={"content-disposition":
                              f'attachment; filename="{doc["scenario"]["id"]}.perfetto.json"',
