@@ -176,6 +176,7 @@ async function load(next, {push = false} = {}) {
   if (player) player.close();
   root.dataset.session = session.id;
   timelineDoc = null;
+  timelineGen += 1;
   view.setLayout(makeLayout(session.layout, session.scenario));
   setDiagnostics(session.diagnostics, session);
   picks = session.picks;
@@ -242,25 +243,42 @@ function showProblems() {
 }
 
 let timelineDoc = null;   // the run's steps without snapshots, as the timeline last drew them
-let timelineSeq = 0;
+let timelineGen = 0;      // a new run (load) starts a new generation: older answers are dropped
+let timelineFrom = null;  // the earliest step a move changed since the last fetch began
+let timelineId = null;    // the session to fetch: each move names a new one
+let timelineBusy = false;
 
 /** The timeline after the run changed. A move (a pick, a manual step) changes the run from the
  *  cursor's step on: the steps before it are kept and only the rest is fetched (a challenge's
- *  114 moves re-fetched the whole trace each time: 3.6 MB). */
+ *  114 moves re-fetched the whole trace each time: 3.6 MB). One fetch at a time: moves made
+ *  while it is out are gathered into the next one, from the earliest step they changed. */
 async function refreshTimeline(id) {
-  const seq = ++timelineSeq;
-  const from = timelineDoc && player ? Math.max(1, Math.min(player.frame.step, timelineDoc.total_steps + 1)) : 1;
+  const at = player ? player.frame.step : 1;
+  timelineFrom = timelineFrom === null ? at : Math.min(timelineFrom, at);
+  timelineId = id;
+  if (timelineBusy) return;
+  timelineBusy = true;
   try {
-    const doc = await api.sessionTrace(id, {from, snapshots: false});
-    if (seq !== timelineSeq) return;
-    const whole = from === 1 ? doc : {...doc, initial: timelineDoc.initial, window: undefined,
-                                      steps: timelineDoc.steps.filter((s) => s.step < from).concat(doc.steps)};
-    timelineDoc = {...whole, diagnostics: runDiagnostics};
-    view.setTimeline(timelineOf(timelineDoc));
-  } catch (err) {
-    if (seq !== timelineSeq) return;
-    timelineDoc = null;
-    view.setTimeline(null);
+    while (timelineFrom !== null) {
+      const gen = timelineGen;
+      const base = timelineDoc;
+      const from = base ? Math.max(1, Math.min(timelineFrom, base.total_steps + 1)) : 1;
+      timelineFrom = null;
+      try {
+        const doc = await api.sessionTrace(timelineId, {from, snapshots: false});
+        if (gen !== timelineGen) continue;
+        const whole = from === 1 ? doc : {...doc, initial: base.initial, window: undefined,
+                                          steps: base.steps.filter((s) => s.step < from).concat(doc.steps)};
+        timelineDoc = {...whole, diagnostics: runDiagnostics};
+        view.setTimeline(timelineOf(timelineDoc));
+      } catch (err) {
+        if (gen !== timelineGen) continue;
+        timelineDoc = null;
+        view.setTimeline(null);
+      }
+    }
+  } finally {
+    timelineBusy = false;
   }
 }
 
