@@ -14,9 +14,28 @@ def test_a_trace_as_perfetto_matches_the_same_query_as_json(client):
     response = client.get(f"/api/v1/traces/double_buffer_tma/perfetto?{QUERY}")
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
-    assert 'filename="double_buffer_tma.perfetto.json"' in \
-        response.headers["content-disposition"]
+    assert response.headers["content-disposition"] == \
+        'attachment; filename="double_buffer_tma-forget_phase_toggle-random3.perfetto.json"'
     check_export(doc, response.json())
+
+
+@pytest.mark.parametrize("query, name", [
+    ("", "double_buffer_tma"),
+    ("bugs=forget_phase_toggle", "double_buffer_tma-forget_phase_toggle"),
+    ("bugs=expect_tx_short,forget_phase_toggle",
+     "double_buffer_tma-expect_tx_short-forget_phase_toggle"),
+    ("schedule=manual&moves=producer", "double_buffer_tma-manual"),
+])
+def test_the_download_names_the_toggles_of_the_run(client, query, name):
+    """A buggy run's file is never named as the correct run's: the toggles (and a schedule
+    other than round-robin) are in the file name and in `otherData`."""
+    response = client.get(f"/api/v1/traces/double_buffer_tma/perfetto?{query}")
+    assert response.status_code == 200
+    assert response.headers["content-disposition"] == \
+        f'attachment; filename="{name}.perfetto.json"'
+    other = response.json()["otherData"]
+    assert other["run"] == name
+    assert other["bugs"] == sorted(b for b in name.split("-")[1:] if b != "manual")
 
 
 def test_a_window(client):

@@ -22,7 +22,7 @@ from app.api.runs import MAX_SEED, param_query, parse_schedule, scenario_or_404
 from app.api.runstore import TRACE_LIMIT, Entry, canonical_key, store
 from app.core.clients import address
 from app.core.config import settings
-from app.export.perfetto import to_chrome_trace
+from app.export.perfetto import file_name, to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
 
 router = APIRouter(prefix="/traces", tags=["traces"])
@@ -108,7 +108,7 @@ async def get_trace_perfetto(**query) -> Response:
     doc = json.loads((await get_trace(**query)).body)
     return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
                     headers={"content-disposition":
-                             f'attachment; filename="{doc["scenario"]["id"]}.perfetto.json"',
+                             f'attachment; filename="{file_name(doc)}"',
                              "cache-control": IMMUTABLE})
 
 
