@@ -350,6 +350,14 @@ def _file_word(text: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c in "_-.") else "_" for c in text)
 
 
+def _schedule(schedule: dict) -> dict:
+    """The run's schedule, a manual one's moves as their count (the steps' movers list them)."""
+    out = {k: v for k, v in schedule.items() if k != "moves"}
+    if "moves" in schedule:
+        out["moves"] = len(schedule["moves"])
+    return out
+
+
 def _other_data(doc: dict, clock: _Clock) -> dict:
     """What the timeline is (shown as metadata by chrome://tracing and Perfetto)."""
     source = doc["source"]
@@ -360,7 +368,7 @@ def _other_data(doc: dict, clock: _Clock) -> dict:
         "run": run_name(doc),
         "bugs": list(doc["scenario"].get("bugs", ())),
         "params": dict(doc["scenario"].get("params") or {}),
-        "schedule": dict(doc["scenario"].get("schedule") or {}),
+        "schedule": _schedule(doc["scenario"].get("schedule") or {}),
         "source_kind": source.get("kind"),
         "status": doc.get("status"),
         "window_from": doc.get("window", {}).get("from"),

@@ -1,4 +1,7 @@
-"""Whole traces as JSON (docs/trace-format.md), with `from`/`to` windows for long runs.
+"""Whole traces as JSON (docs/trace-format.md), with `from`/`to` windows for long runs, and as
+Perfetto files (docs/perfetto.md): `GET /traces/{id}/perfetto` takes the query of
+`GET /traces/{id}`, `POST /traces/{id}/perfetto` the same query as a JSON body (`TraceQuery`), for
+a manual schedule too long for a URL (`MBI_MAX_URL_BYTES`, 64 KiB).
 
 A window's `diagnostics` (unless it is the whole run) hold those inside it plus the run's first
 one, and `diagnostics_total` counts all of them: a one-step window of a run with a million
@@ -12,13 +15,21 @@ import inspect
 import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, create_model
 
 from app.api.encode import IMMUTABLE, compact_json, json_response
 from app.api.responses import errors
-from app.api.runs import MAX_SEED, param_query, parse_schedule, scenario_or_404
+from app.api.runs import (
+    MAX_MANUAL_MOVES,
+    MAX_SEED,
+    PARAM_RANGES,
+    param_query,
+    parse_schedule,
+    scenario_or_404,
+)
 from app.api.runstore import TRACE_LIMIT, Entry, canonical_key, store
 from app.core.clients import address
 from app.core.config import settings
@@ -77,6 +88,7 @@ async def get_trace(
     tile_bytes: param_query("tile_bytes") = None,
     chunk_bytes: param_query("chunk_bytes") = None,
     consumers: param_query("consumers") = None,
+    k_blocks: param_query("k_blocks") = None,
     bugs: Annotated[str, Query(max_length=400)] = "",
     schedule: Annotated[str, Query(max_length=40)] = "round_robin",
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
@@ -87,32 +99,77 @@ async def get_trace(
 ) -> Response:
     """The trace of one run (docs/trace-format.md). Without `to`, as many steps as one response
     may hold."""
-    scenario = scenario_or_404(scenario_id)
+    scenario_or_404(scenario_id)
     for name in request.query_params:
         if name not in QUERY_NAMES:
             raise ParamError(name[:40], f"unknown query parameter {name[:40]!r}; known: "
                                         f"{', '.join(sorted(QUERY_NAMES))}")
     params = {"stages": stages, "tiles": tiles, "tile_bytes": tile_bytes,
-              "chunk_bytes": chunk_bytes, "consumers": consumers}
-    key = canonical_key(scenario.id, params, bugs, parse_schedule(schedule, seed, moves),
-                        TRACE_LIMIT)
+              "chunk_bytes": chunk_bytes, "consumers": consumers, "k_blocks": k_blocks}
+    return await trace_response(scenario_id, request, params, bugs,
+                                parse_schedule(schedule, seed, moves), first, last, snapshots)
+
+
+async def trace_response(scenario_id: str, request: Request, params: dict, bugs, schedule,
+                         first: int, last: int | None, snapshots: bool) -> Response:
+    """The trace document of one run and window, whichever form asked for it."""
+    key = canonical_key(scenario_id, params, bugs, schedule, TRACE_LIMIT)
     entry = await store.get(key, clients=(address(request.scope),))
     return await window_document(entry, first, last, snapshots,
                                  lambda a, b: entry.run.document(a, b, snapshots), IMMUTABLE)
+
+
+def perfetto_response(trace: Response) -> Response:
+    """A trace document's response as its Perfetto file, named after the run."""
+    doc = json.loads(trace.body)
+    return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
+                    headers={"content-disposition": f'attachment; filename="{file_name(doc)}"',
+                             "cache-control": IMMUTABLE})
 
 
 async def get_trace_perfetto(**query) -> Response:
     """The same run and window as `GET /traces/{scenario_id}`, from the same query (and with the
     same 422s naming the field), in the Chrome Trace Event Format that ui.perfetto.dev opens
     (docs/perfetto.md)."""
-    doc = json.loads((await get_trace(**query)).body)
-    return Response(compact_json(to_chrome_trace(doc)), media_type="application/json",
-                    headers={"content-disposition":
-                             f'attachment; filename="{file_name(doc)}"',
-                             "cache-control": IMMUTABLE})
+    return perfetto_response(await get_trace(**query))
 
 
 # FastAPI reads the query from this signature: exactly `get_trace`'s, whatever it becomes.
 get_trace_perfetto.__signature__ = inspect.signature(get_trace)
 router.get("/{scenario_id}/perfetto", response_class=Response,
            responses=errors(404, 422, 503))(get_trace_perfetto)
+
+
+Name = Annotated[str, Field(max_length=80)]
+
+
+class _TraceQueryFields(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    bugs: Annotated[list[Name], Field(max_length=32)] = []
+    schedule: Literal["round_robin", "random", "manual"] = "round_robin"
+    seed: Annotated[StrictInt, Field(ge=0, le=MAX_SEED)] | None = None
+    moves: Annotated[list[Annotated[str, Field(max_length=120)]],
+                     Field(max_length=MAX_MANUAL_MOVES)] = []
+    first: Annotated[StrictInt, Field(alias="from", ge=0, le=TRACE_LIMIT)] = 1
+    last: Annotated[StrictInt | None, Field(alias="to", ge=0, le=TRACE_LIMIT)] = None
+    snapshots: StrictBool = True
+
+
+TraceQuery = create_model(
+    "TraceQuery", __base__=_TraceQueryFields,
+    **{name: (Annotated[StrictInt, Field(ge=PARAM_RANGES[name][0], le=PARAM_RANGES[name][1])]
+              | None, None) for name in PARAM_NAMES})
+"""`GET /traces/{id}`'s query as a JSON body: the same names, `bugs` and `moves` as lists."""
+
+
+@router.post("/{scenario_id}/perfetto", response_class=Response,
+             responses=errors(404, 422, 503))
+async def post_trace_perfetto(scenario_id: str, body: TraceQuery, request: Request) -> Response:
+    """`GET /traces/{scenario_id}/perfetto` with its query as a JSON body (`moves` a list): a
+    manual schedule of thousands of moves does not fit a URL. Errors name the body's field."""
+    scenario_or_404(scenario_id)
+    params = {name: getattr(body, name) for name in PARAM_NAMES}
+    schedule = parse_schedule(body.schedule, body.seed, body.moves)
+    return perfetto_response(await trace_response(scenario_id, request, params, body.bugs,
+                                                  schedule, body.first, body.last,
+                                                  body.snapshots))
