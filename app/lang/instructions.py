@@ -398,7 +398,32 @@ def _named_barrier(o: Operands) -> tuple:
     return (bar_id, count)
 
 
-NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}
+RED_OPS = {"popc": 1, "and": 2, "or": 3}
+"""app/sim/families/named_barrier.py's `OPS`, by qualifier."""
+
+
+def _bar_red(o: Operands) -> tuple:
+    """`d, a{, b}, {!}c` (`.popc.u32`) or `p, a{, b}, {!}c` (`.and` / `.or` `.pred`): the
+    destination, the barrier and count as `bar.sync` reads them, the predicate."""
+    op, kind = o.parsed.get("op"), o.parsed.get("type")
+    want = "u32" if op == "popc" else "pred"
+    if kind != want:
+        raise o.error(f"`.red.{op}` writes {'a count' if op == 'popc' else 'a predicate'}: "
+                      f"its type is `.{want}`, not `.{kind}`",
+                      hint="PTX 9.7.13.1: `bar.red.popc.u32 d, a{, b}, {!}c;`, "
+                           "`bar.red.op.pred p, a{, b}, {!}c;` with `.op` `.and` or `.or`")
+    if "%laneid" in o.scope.constants:
+        raise o.error(f"`{o.parsed.form.stem}` in an agent of `lanes N`: the predicates of its "
+                      "lanes N..31, which take part in the reduction, are not modelled",
+                      hint="a whole-warp agent (no `lanes`) gives its predicate for each of its "
+                           "32 threads")
+    o.expect_count(3, 4)
+    dest = o.dest()
+    pred = compile_expr(o.items.pop(), o.scope)
+    return (_named_barrier(o), dest, pred, RED_OPS[op])
+
+
+NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier, "bar_red": _bar_red}
 """app/sim/families/named_barrier.py's kinds."""
 
 

@@ -182,8 +182,13 @@ REFUSED = [
      "PTX 9.7.13.4: its `.scope` is `.cluster`", "cta"),
     ("barrier.cluster.arrive.acquire;", "`.acquire` is not a `.sem` of `barrier.cluster.arrive`",
      "PTX 9.7.13.3: its `.sem` is `.release` or `.relaxed`", "acquire"),
-    ("bar.red.popc.u32 n, 0, 1;", "`bar.red` (a barrier with a reduction) is not modelled yet",
-     "`bar.sync` synchronizes the same threads (PTX 9.7.13.1)", "red"),
+    ("bar.red.popc.pred n, 0, 1;", "`.red.popc` writes a count: its type is `.u32`, not "
+     "`.pred`", "PTX 9.7.13.1: `bar.red.popc.u32 d, a{, b}, {!}c;`, `bar.red.op.pred p, a{, b}, "
+     "{!}c;` with `.op` `.and` or `.or`", "bar.red"),
+    ("bar.red.and.u32 n, 0, 1;", "`.red.and` writes a predicate: its type is `.pred`, not "
+     "`.u32`", "...`.op` `.and` or `.or`", "bar.red"),
+    ("bar.red.xor.pred n, 0, 1;", "`.xor` is not a `.op` of `bar.red`",
+     "PTX 9.7.13.1: its `.op` is `.popc`, `.and` or `.or`", "xor"),
     ("bar.arrive 1;", "`bar.arrive` takes its thread count `b` (PTX 9.7.13.1: a non-zero "
      "thread count is required for `arrive`)", "the form is `bar.arrive a, b;`", "bar.arrive"),
     ("elect.sync _|p, 0xffff;", "membermask 0xffff in an agent that is a whole warp: its 32 "
