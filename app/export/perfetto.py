@@ -321,6 +321,43 @@ def _metadata(doc: dict, tids: dict[str, int], lanes: dict[str, _Lanes]) -> list
     return out
 
 
+def run_name(doc: dict) -> str:
+    """What the run is, as a file name's stem: the scenario (a pasted pipeline: `pipeline-` and
+    its sha256's first 12 digits; a GPU trace: its replay id), then the bug toggles, then the
+    schedule when it is not round-robin: `double_buffer_tma-forget_phase_toggle-random7`. A
+    buggy run's download is never named as the correct run's."""
+    scenario = doc["scenario"]
+    source = doc["source"]
+    if source.get("kind") == "gpu" and source.get("id"):
+        return _file_word(source["id"])  # a replay id already names its toggles
+    stem = scenario.get("id") or f"pipeline-{(scenario.get('source_sha256') or '')[:12]}"
+    parts = [stem, *scenario.get("bugs", ())]
+    schedule = scenario.get("schedule") or {}
+    if schedule.get("kind") == "random":
+        parts.append(f"random{schedule.get('seed', 0)}")
+    elif schedule.get("kind") == "manual":
+        parts.append("manual")
+    return "-".join(_file_word(p) for p in parts)
+
+
+def file_name(doc: dict) -> str:
+    """The download's file name: `run_name(doc)` and `.perfetto.json`."""
+    return f"{run_name(doc)}.perfetto.json"
+
+
+def _file_word(text: str) -> str:
+    """`text` with anything but letters, digits, `_`, `-` and `.` as `_` (header-safe)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_-.") else "_" for c in text)
+
+
+def _schedule(schedule: dict) -> dict:
+    """The run's schedule, a manual one's moves as their count (the steps' movers list them)."""
+    out = {k: v for k, v in schedule.items() if k != "moves"}
+    if "moves" in schedule:
+        out["moves"] = len(schedule["moves"])
+    return out
+
+
 def _other_data(doc: dict, clock: _Clock) -> dict:
     """What the timeline is (shown as metadata by chrome://tracing and Perfetto)."""
     source = doc["source"]
@@ -328,6 +365,10 @@ def _other_data(doc: dict, clock: _Clock) -> dict:
         "format": FORMAT,
         "version": VERSION,
         "scenario": doc["scenario"]["id"],
+        "run": run_name(doc),
+        "bugs": list(doc["scenario"].get("bugs", ())),
+        "params": dict(doc["scenario"].get("params") or {}),
+        "schedule": _schedule(doc["scenario"].get("schedule") or {}),
         "source_kind": source.get("kind"),
         "status": doc.get("status"),
         "window_from": doc.get("window", {}).get("from"),

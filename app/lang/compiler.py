@@ -69,7 +69,9 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
     arrays, barriers, stages, tensors, tmems = declarations(pipeline, constants, ctas)
     kinds = {name: decl.kind for name, decl in arrays.items()}
     user_helpers = {h.name: h for h in pipeline.module.items if isinstance(h, Helper)}
+    _check_reserved(pipeline)
     agents = []
+    named: dict[str, tuple[Agent, int | None]] = {}
     for cta in range(ctas):
         for item in pipeline.module.items:
             if not isinstance(item, Agent):
@@ -87,6 +89,8 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
                                     item.pos.line, item.pos.column, limit="agents")
             for rank in range(count):
                 name = item.name if item.dim is None else f"{item.name}{rank}"
+                if cta == 0:
+                    _check_unique(pipeline, named, name, item, None if item.dim is None else rank)
                 if ctas > 1:
                     name = f"cta{cta}.{name}"
                 here = {**constants, **cta_constants(shape, cta), "rank": rank,
@@ -115,6 +119,56 @@ def instantiate(pipeline: Pipeline, values: tuple[tuple[str, int], ...]) -> Prog
     _check_setmaxnreg(agents, registers)
     return Program(tuple(barriers), tuple(stages), tuple(tensors), tuple(tmems), tuple(agents),
                    ctas, registers)
+
+
+RESERVED_AGENT_NAMES = {
+    "tma": "the TMA engine (`moves=tma` moves its oldest copy in flight)",
+    "tensor_core": "the tensor core (it runs the queued `tcgen05.mma` / `wgmma` work)",
+}
+"""Movers' names that are not agents: a schedule (`moves=`, a session's step) names movers,
+so an agent with one of these names would be two movers at once."""
+
+
+def _name_at(pipeline: Pipeline, item: Agent) -> tuple[int, int]:
+    """The line and column of an agent's name (after `agent`)."""
+    start = pipeline.text.find(item.name, item.pos.start)
+    if start < 0:
+        return item.pos.line, item.pos.column
+    line_start = pipeline.text.rfind("\n", 0, start) + 1
+    return pipeline.text.count("\n", 0, start) + 1, start - line_start + 1
+
+
+def _check_reserved(pipeline: Pipeline) -> None:
+    """No agent takes a reserved mover's name (`RESERVED_AGENT_NAMES`)."""
+    for item in pipeline.module.items:
+        if isinstance(item, Agent) and item.name in RESERVED_AGENT_NAMES:
+            words = " and ".join(f"`{w}`" for w in sorted(RESERVED_AGENT_NAMES))
+            raise PipelineError(f"`{item.name}` is a reserved name: it names "
+                                f"{RESERVED_AGENT_NAMES[item.name]}, so no agent may take it",
+                                *_name_at(pipeline, item),
+                                hint=f"{words} are reserved for the movers that are not agents; "
+                                     f"rename the agent, e.g. `{item.name}_warp`")
+
+
+def _check_unique(pipeline: Pipeline, named: dict, name: str, item: Agent,
+                  rank: int | None) -> None:
+    """Each agent (each element of an agent array) has its own name."""
+    if name not in named:
+        named[name] = (item, rank)
+        return
+    first, first_rank = named[name]
+
+    def what(agent: Agent, k: int | None) -> str:
+        return f"agent `{agent.name}`" if k is None else f"element {k} of agent `{agent.name}[...]`"
+
+    line, column = _name_at(pipeline, item)
+    hint = "a schedule names the movers, so two agents cannot share a name"
+    if rank is None and first_rank is None:
+        raise PipelineError(f"agent `{name}` is declared twice (first on line {first.pos.line})",
+                            line, column, hint=hint)
+    raise PipelineError(f"{what(item, rank)} is named `{name}`, as {what(first, first_rank)} on "
+                        f"line {first.pos.line} is: each agent needs its own name", line, column,
+                        hint=hint)
 
 
 def _with_deleted(program, item: Agent, pipeline: Pipeline):

@@ -398,18 +398,56 @@ def _named_barrier(o: Operands) -> tuple:
     return (bar_id, count)
 
 
-NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier}
+RED_OPS = {"popc": 1, "and": 2, "or": 3}
+"""app/sim/families/named_barrier.py's `OPS`, by qualifier."""
+
+
+def _bar_red(o: Operands) -> tuple:
+    """`d, a{, b}, {!}c` (`.popc.u32`) or `p, a{, b}, {!}c` (`.and` / `.or` `.pred`): the
+    destination, the barrier and count as `bar.sync` reads them, the predicate."""
+    op, kind = o.parsed.get("op"), o.parsed.get("type")
+    want = "u32" if op == "popc" else "pred"
+    if kind != want:
+        raise o.error(f"`.red.{op}` writes {'a count' if op == 'popc' else 'a predicate'}: "
+                      f"its type is `.{want}`, not `.{kind}`",
+                      hint="PTX 9.7.13.1: `bar.red.popc.u32 d, a{, b}, {!}c;`, "
+                           "`bar.red.op.pred p, a{, b}, {!}c;` with `.op` `.and` or `.or`")
+    if "%laneid" in o.scope.constants:
+        raise o.error(f"`{o.parsed.form.stem}` in an agent of `lanes N`: the predicates of its "
+                      "lanes N..31, which take part in the reduction, are not modelled",
+                      hint="a whole-warp agent (no `lanes`) gives its predicate for each of its "
+                           "32 threads")
+    o.expect_count(3, 4)
+    dest = o.dest()
+    pred = compile_expr(o.items.pop(), o.scope)
+    return (_named_barrier(o), dest, pred, RED_OPS[op])
+
+
+NAMED_BARRIERS = {"bar_sync": _named_barrier, "bar_arrive": _named_barrier, "bar_red": _bar_red}
 """app/sim/families/named_barrier.py's kinds."""
 
 
 def _membermask(o: Operands) -> Expr:
-    """A warp's `membermask`: only every lane (0xffffffff) is modelled."""
+    """A warp's `membermask`, a 32-bit constant naming lanes by bit: any mask in an agent of
+    `lanes N` (whose lanes are movers), only the full one (0xffffffff) in a whole-warp agent,
+    whose 32 threads move in lockstep, so that threads outside a smaller mask would execute it
+    (undefined: "the executing thread is not in the membermask")."""
     node = o.items[0] if o.items else None
     mask = o.value("the membermask")
-    if mask.const != 0xFFFFFFFF:
-        raise o.error("only the full membermask (0xffffffff) is modelled", node,
-                      hint="an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all "
-                           "take part")
+    section = "9.7.13.14" if o.parsed.form.kind == "elect" else "9.7.13.2"
+    if mask.const is None:
+        raise o.error("the membermask is a constant here (a 32-bit integer naming lanes by "
+                      "bit)", node, hint="write the lanes as a number, `0x3` for lanes 0 and 1")
+    if not 0 < mask.const <= 0xFFFFFFFF:
+        raise o.error(f"a membermask is a non-zero 32-bit integer; got {mask.const}", node,
+                      hint=f"PTX {section}: bit i names lane i, and the executing thread "
+                           "must be one of them")
+    if mask.const != 0xFFFFFFFF and "%laneid" not in o.scope.constants:
+        raise o.error(f"membermask {mask.const:#x} in an agent that is a whole warp: its 32 "
+                      "threads move in lockstep, so those outside the mask would execute it "
+                      f"(undefined, PTX {section})", node,
+                      hint="declare the agent's lanes (`agent NAME lanes N`) and have the "
+                           "lanes of the mask execute it, e.g. `if (%laneid < 2) { ... }`")
     return mask
 
 

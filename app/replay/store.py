@@ -4,7 +4,7 @@ A replay is a generated kernel's GPU log replayed through the engine in the GPU'
 (`app.capture.ship`, docs/gpu-capture.md): a trace document with `source.kind = "gpu"` whose
 `source.conformance` says whether the engine explains every observation. Loading checks the file
 before anyone renders it: its size, that it is JSON, its structure as docs/trace-format.md
-describes it (and the published JSON Schema, app/sim/trace_schema.json, when present), that steps
+describes it (and the published JSON Schema, app/sim/trace_schema.json), that steps
 are numbered in order, and the replay's own fields (conformance, launch figures, lesson). Every
 refusal is a `ReplayError` that names the field at fault, so a hand-edited file fails with a
 sentence, not a stack trace. The tx-count probes (traces/probes.json) are checked the same way.
@@ -32,27 +32,26 @@ PROBES_FORMAT = "mbarrier-inspector/tx-probes"
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,99}$")
 NOT_TRACES = {"bandwidth", "probes"}
 
-EVENT_KINDS = {
-    "init", "arrive", "expect_tx", "complete_tx", "phase_completed", "wait_returned",
-    "wait_timeout", "tma_issued", "chunk_landed", "chunk_stored", "smem_read", "smem_write",
-    "proxy_fence", "bulk_commit", "bulk_wait_returned", "mma_issued", "mma_done", "mma_commit",
-    "register", "tmem_read", "trap", "store_complete", "tx_held", "wait_pending", "inval",
-    "wgmma_fence", "wgmma_issued", "wgmma_commit", "wgmma_wait_returned", "cp_async_issued",
-    "cp_async_commit", "cp_async_wait_returned", "cp_async_arrive_issued", "pending_increment",
-    "async_store_issued", "bar_arrive", "bar_completed", "cluster_arrive",
-    "cluster_barrier_completed", "cluster_wait_returned", "elect", "elect_waits",
-    "mbarrier_init_fence", "setmaxnreg", "warp_sync", "warp_sync_waits",
-}
-DIAGNOSTIC_KINDS = {
-    "stale_wait", "partial_read", "stale_read", "overwrite", "deadlock", "tx_overflow",
-    "tx_underflow", "over_arrival", "proxy_fence_missing", "tx_mismatch", "reuse_before_wait",
-    "store_not_visible", "tcgen05_ld_race", "livelock", "remote_after_exit", "ordering_race",
-    "async_write_after_read", "stale_token", "undefined_behavior", "hardware_trap", "divergence",
-}
-"""The event and diagnostic kinds of the trace schema (app/sim/trace_schema.json), which the
-engine's traces use; tests/replay/test_gpu_order.py keeps them equal."""
-STATUSES = {"running", "done", "deadlock", "livelock", "undefined_behavior", "step_limit",
-            "hardware_trap"}
+
+@lru_cache(maxsize=1)
+def trace_schema() -> dict:
+    """The published trace schema (app/sim/trace_schema.json), which the engine ships."""
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def _schema_enum(*path: str) -> frozenset[str]:
+    """The names an `enum` of the trace schema lists, at `$defs` / `path`."""
+    node = trace_schema()["$defs"]
+    for key in path:
+        node = node[key]
+    return frozenset(node["enum"])
+
+
+EVENT_KINDS = _schema_enum("event", "properties", "kind")
+DIAGNOSTIC_KINDS = _schema_enum("diagnostic", "properties", "kind")
+STATUSES = _schema_enum("status")
+"""The event and diagnostic kinds and the run statuses the trace schema names: derived from it,
+so a kind the engine gains is known here once the schema lists it."""
 
 
 class ReplayError(ValueError):
@@ -155,11 +154,9 @@ def validate_trace(doc) -> dict:
             _int(step.get("time_ns"), f"{f}.time_ns")
     for i, d in enumerate(doc["diagnostics"]):
         _diagnostic(d, f"diagnostics[{i}]")
-    schema = trace_schema()
-    if schema is not None:
-        errors = schema_errors(doc, schema)
-        if errors:
-            raise ReplayError(errors[0][0], errors[0][1])
+    errors = schema_errors(doc, trace_schema())
+    if errors:
+        raise ReplayError(errors[0][0], errors[0][1])
     return doc
 
 
@@ -266,14 +263,6 @@ def validate_probes(doc) -> dict:
 
 
 # ------------------------------------------------------------------------ the JSON Schema
-
-
-@lru_cache(maxsize=1)
-def trace_schema() -> dict | None:
-    """The published trace schema, if the engine ships one."""
-    if not SCHEMA_PATH.exists():
-        return None
-    return json.loads(SCHEMA_PATH.read_text())
 
 
 _TYPES = {

@@ -398,12 +398,39 @@ function updateDownloads(step) {
   void step;
 }
 
+/** Past this many characters a download's query goes in a POST body: a manual schedule of
+ *  thousands of moves is past the server's URL limit (64 KiB) and many proxies' (8 KiB). */
+const LONGEST_URL = 8000;
+
+/** POST /traces/{id}/perfetto with the query as its body (docs/perfetto.md); the file is
+ *  saved under the name the server gives it. */
+async function downloadPosted(st) {
+  const body = {...(st.params || {}), bugs: st.bugs, schedule: st.schedule};
+  if (st.schedule === "random") body.seed = st.seed || 0;
+  if (st.schedule === "manual") body.moves = st.moves;
+  const response = await fetch(`/api/v1/traces/${scenario.id}/perfetto`, {
+    method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify(body)});
+  if (!response.ok) {
+    toast(toastNode, `The Perfetto file could not be made (${response.status})`, "error");
+    return;
+  }
+  const named = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "");
+  const href = URL.createObjectURL(await response.blob());
+  const a = h("a", {href, download: named ? named[1] : `${scenario.id}.perfetto.json`});
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 10_000);
+}
+
 async function downloadVia(kind) {
   const st = await traceQueryNow();
   const query = traceParams(st);
   let url;
-  if (kind === "perfetto") url = `/api/v1/traces/${scenario.id}/perfetto?${query}`;
-  else {
+  if (kind === "perfetto") {
+    url = `/api/v1/traces/${scenario.id}/perfetto?${query}`;
+    if (url.length > LONGEST_URL) return downloadPosted(st);
+  } else {
     if (st.step) query.set("step", st.step);
     if (predictor.on) query.set("predict", "1");
     url = `/export/${scenario.id}?${query}`;

@@ -9,7 +9,13 @@ import jsonschema
 import pytest
 
 from app.cli import main
-from app.export.perfetto import SIM_STEP_US, to_chrome_trace, trace_event_schema
+from app.export.perfetto import (
+    SIM_STEP_US,
+    file_name,
+    run_name,
+    to_chrome_trace,
+    trace_event_schema,
+)
 from app.replay.store import list_replays, load_replay
 from app.scenarios import get as get_scenario
 from app.sim.schedule import Schedule
@@ -159,3 +165,29 @@ def test_the_cli_refuses_an_unknown_format(capsys):
     with pytest.raises(SystemExit):
         main(["trace", "single_barrier", "--format", "svg"])
     assert "--format" in capsys.readouterr().err
+
+
+def test_the_file_and_metadata_name_the_run_with_its_toggles():
+    buggy = simulate("double_buffer_tma", {"stages": 2, "tiles": 4}, "forget_phase_toggle")
+    correct = simulate("double_buffer_tma", {"stages": 2, "tiles": 4}, "")
+    assert file_name(buggy) == "double_buffer_tma-forget_phase_toggle-random5.perfetto.json"
+    assert file_name(correct) == "double_buffer_tma-random5.perfetto.json"
+    other = to_chrome_trace(buggy)["otherData"]
+    assert other["run"] == run_name(buggy)
+    assert other["bugs"] == ["forget_phase_toggle"]
+    assert other["schedule"] == {"kind": "random", "seed": 5}
+    assert other["params"]["stages"] == 2
+    assert to_chrome_trace(correct)["otherData"]["bugs"] == []
+
+
+def test_a_pasted_pipeline_is_named_by_its_sha256_and_odd_characters_are_not_sent():
+    doc = {"scenario": {"id": None, "bugs": ["b"], "source_sha256": "ab" * 32,
+                        "schedule": {"kind": "round_robin"}}, "source": {"kind": "simulation"}}
+    assert run_name(doc) == "pipeline-" + "ab" * 6 + "-b"
+    doc["scenario"]["id"] = 'x"; y'
+    assert run_name(doc) == "x___y-b"
+
+
+def test_a_gpu_trace_is_named_by_its_replay_id():
+    replay_id = next(r for r in GPU_IDS if "forget_phase_toggle" in r)
+    assert file_name(load_replay(replay_id)) == f"{replay_id}.perfetto.json"

@@ -182,17 +182,29 @@ REFUSED = [
      "PTX 9.7.13.4: its `.scope` is `.cluster`", "cta"),
     ("barrier.cluster.arrive.acquire;", "`.acquire` is not a `.sem` of `barrier.cluster.arrive`",
      "PTX 9.7.13.3: its `.sem` is `.release` or `.relaxed`", "acquire"),
-    ("bar.red.popc.u32 n, 0, 1;", "`bar.red` (a barrier with a reduction) is not modelled yet",
-     "`bar.sync` synchronizes the same threads (PTX 9.7.13.1)", "red"),
+    ("bar.red.popc.pred n, 0, 1;", "`.red.popc` writes a count: its type is `.u32`, not "
+     "`.pred`", "PTX 9.7.13.1: `bar.red.popc.u32 d, a{, b}, {!}c;`, `bar.red.op.pred p, a{, b}, "
+     "{!}c;` with `.op` `.and` or `.or`", "bar.red"),
+    ("bar.red.and.u32 n, 0, 1;", "`.red.and` writes a predicate: its type is `.pred`, not "
+     "`.u32`", "...`.op` `.and` or `.or`", "bar.red"),
+    ("bar.red.xor.pred n, 0, 1;", "`.xor` is not a `.op` of `bar.red`",
+     "PTX 9.7.13.1: its `.op` is `.popc`, `.and` or `.or`", "xor"),
     ("bar.arrive 1;", "`bar.arrive` takes its thread count `b` (PTX 9.7.13.1: a non-zero "
      "thread count is required for `arrive`)", "the form is `bar.arrive a, b;`", "bar.arrive"),
-    ("elect.sync _|p, 0xffff;", "only the full membermask (0xffffffff) is modelled",
-     "an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all take part",
-     "0xffff"),
+    ("elect.sync _|p, 0xffff;", "membermask 0xffff in an agent that is a whole warp: its 32 "
+     "threads move in lockstep, so those outside the mask would execute it (undefined, PTX "
+     "9.7.13.14)", "declare the agent's lanes (`agent NAME lanes N`) and have the lanes of the "
+     "mask execute it, e.g. `if (%laneid < 2) { ... }`", "0xffff"),
     ("elect.sync p, 0xffffffff;", "expected `d|p`: the leader's laneid and the leader predicate",
      "write `_|is_leader` to keep only the predicate (PTX 9.7.13.14)", "p,"),
-    ("bar.warp.sync 3;", "only the full membermask (0xffffffff) is modelled",
-     "an agent is one warp; `lanes N` models lanes 0..N-1 of it, which all take part", "3"),
+    ("bar.warp.sync 3;", "membermask 0x3 in an agent that is a whole warp: its 32 threads "
+     "move in lockstep, so those outside the mask would execute it (undefined, PTX 9.7.13.2)",
+     "declare the agent's lanes (`agent NAME lanes N`) and have the lanes of the mask execute "
+     "it, e.g. `if (%laneid < 2) { ... }`", "3"),
+    ("bar.warp.sync 0;", "a membermask is a non-zero 32-bit integer; got 0",
+     "PTX 9.7.13.2: bit i names lane i, and the executing thread must be one of them", "0"),
+    ("bar.warp.sync state;", "the membermask is a constant here (a 32-bit integer naming lanes by "
+     "bit)", "write the lanes as a number, `0x3` for lanes 0 and 1", "state"),
     ("mbarrier.arrive_drop.expect_tx.shared::cta.b64 _, [bar], 1024;",
      "`mbarrier.arrive_drop.expect_tx` is not modelled yet", "...(PTX 9.7.13.15.14)",
      "expect_tx"),

@@ -200,11 +200,15 @@ def test_a_log_that_is_not_a_generated_kernels_is_refused():
 
 
 def test_the_store_knows_every_kind_the_schema_names():
-    from app.replay.store import DIAGNOSTIC_KINDS, EVENT_KINDS, trace_schema
+    from app.replay.store import DIAGNOSTIC_KINDS, EVENT_KINDS, STATUSES
+    from app.sim import SCHEMA_PATH
 
-    defs = trace_schema()["$defs"]
+    defs = json.loads(SCHEMA_PATH.read_text())["$defs"]
     assert set(defs["diagnostic"]["properties"]["kind"]["enum"]) == DIAGNOSTIC_KINDS
     assert set(defs["event"]["properties"]["kind"]["enum"]) == EVENT_KINDS
+    assert set(defs["status"]["enum"]) == STATUSES
+    assert {"init", "arrive", "chunk_landed", "warp_sync"} <= EVENT_KINDS
+    assert {"stale_wait", "deadlock", "divergence"} <= DIAGNOSTIC_KINDS
 
 
 @pytest.mark.parametrize("path", LOGS, ids=_name)
