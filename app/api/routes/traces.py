@@ -126,6 +126,7 @@ class _TraceQueryFields(BaseModel):
     first: Annotated[StrictInt, Field(alias="from", ge=0, le=TRACE_LIMIT)] = 1
     last: Annotated[StrictInt | None, Field(alias="to", ge=0, le=TRACE_LIMIT)] = None
     snapshots: StrictBool = True
+    patches: StrictBool = False
 
 
 TraceQuery = create_model(
@@ -145,4 +146,4 @@ async def post_trace_perfetto(scenario_id: str, body: TraceQuery, request: Reque
     schedule = parse_schedule(body.schedule, body.seed, body.moves)
     return perfetto_response(await run_window(scenario_id, request, params, body.bugs,
                                               schedule, body.first, body.last,
-                                              window_form(body.snapshots, False)))
+                                              window_form(body.snapshots, body.patches)))
