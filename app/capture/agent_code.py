@@ -168,7 +168,11 @@ class AgentWriter:
         self.emit(f"// [{n}] {node.text}")
         self.emit("{")
         self.emit(f"const u32 NODE = {n};", 2)
-        getattr(self, "_" + k)(a)
+        handler = getattr(self, "_" + k, None)
+        if handler is None:
+            raise CodegenError(f"`{node.op}`: the generator has no kernel code for this "
+                               "instruction (the engine runs it; a capture cannot)")
+        handler(a)
         self.emit("lines++;", 2)
         self.emit("}")
 
@@ -241,13 +245,19 @@ class AgentWriter:
     def _bar_arrive(self, a) -> None:
         self._named(a, "bar_arrive")
 
+    def line_mask(self, mask) -> str:
+        """The line's membermask over the modelled lanes (the engine waits for no other lane's
+        bit: lanes past the modelled ones exit at once)."""
+        return f"{mask.const & int(self.mask, 16):#x}"
+
     def _elect(self, a) -> None:
         """`elect.sync d|p` by the whole warp; the agent is its elected thread, so every lane
         takes lane 0's answer (the engine's: d = 0, p = 1)."""
-        dest, pred, _mask = a
+        dest, pred, mask = a
         self.emit("u32 d = 0, p = 0;", 2)
         self.emit("const u64 pre = stamp();", 2)
-        self.emit(f'asm volatile("{{\\n\\t.reg .pred P;\\n\\telect.sync %0|P, {self.mask};'
+        mask = self.line_mask(mask)
+        self.emit(f'asm volatile("{{\\n\\t.reg .pred P;\\n\\telect.sync %0|P, {mask};'
                   '\\n\\tselp.u32 %1, 1, 0, P;\\n\\t}" : "=r"(d), "=r"(p) :: "memory");', 2)
         self.emit("const u64 post = stamp();", 2)
         if self.thread:  # each lane its own answer, as the engine's lanes
@@ -263,7 +273,7 @@ class AgentWriter:
 
     def _warp_sync(self, a) -> None:
         self.emit("const u64 pre = stamp();", 2)
-        self.emit(f'asm volatile("bar.warp.sync {self.mask};" ::: "memory");', 2)
+        self.emit(f'asm volatile("bar.warp.sync {self.line_mask(a[0])};" ::: "memory");', 2)
         self.emit("const u64 post = stamp();", 2)
         self._log("warp_sync")
 

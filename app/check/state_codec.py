@@ -27,8 +27,8 @@ META_PARTS = 10
 THAW_NAMES = frozenset({
     "barriers", "chunks", "stage_tile", "owed", "regs", "tma", "bulk_committed", "tensor_core",
     "acc_dirty", "know", "carried", "generic_reads", "observed", "tx_ledger", "held", "waits",
-    "stage_bars", "acc_cover", "status", "step_no", "_ready", "Mbarrier", "thaw", "list",
-    "dict"})
+    "stage_bars", "acc_cover", "status", "step_no", "_ready", "_picked", "Mbarrier", "thaw",
+    "list", "dict"})
 """Every name `Machine.thaw` uses: one it uses beyond these (a new part of the state) means
 `restore` does not know the layout."""
 
@@ -89,6 +89,7 @@ def restore(machine: Machine, frozen: tuple, now: tuple) -> None:
             machine.status = want
     machine.step_no = 0
     machine._ready = None
+    machine._picked = -1
 
 
 def _restore_meta(machine: Machine, want: tuple, have: tuple) -> None:

@@ -111,3 +111,17 @@ def test_an_agent_of_four_warps_runs_as_a_warpgroup():
     assert "__launch_bounds__(160, 1)" in text
     assert "case 0: return 0;" in text and "c.lane = (threadIdx.x & 31) + 32 * warp_sub(warp);" \
         in text
+
+
+def test_a_lanes_agents_membermask_is_the_lines_own_over_the_modelled_lanes():
+    text = kernel("""agent p lanes 3 { int d = 0; int e = 0;
+        if (%laneid != 0) { elect.sync d|e, 0x6; bar.warp.sync 0xfffffffe; } }""")
+    assert "elect.sync %0|P, 0x6;" in text
+    assert 'asm volatile("bar.warp.sync 0x6;" ::: "memory");' in text  # lanes 3..31 exit at once
+
+
+def test_an_instruction_the_generator_has_no_code_for_is_refused_by_name():
+    source = """agent p { int d = 0; bar.red.popc.u32 d, 1, 64, 1; }
+agent q { int d = 0; bar.red.popc.u32 d, 1, 64, 1; }"""
+    with pytest.raises(CodegenError, match="bar.red.popc.u32.*no kernel code"):
+        kernel(source)
