@@ -11,6 +11,7 @@ zero in both (`_div`/`_mod` are C's own operators), comparisons and logic give 0
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 
 from app.sim.program import Expr
@@ -90,3 +91,8 @@ def _emit(node, reg) -> str:
             op = "<<" if name == "_shl" else ">>"
             return f"({_emit(args[0], reg)} {op} {_emit(args[1], reg)})"
     raise CExprError(f"unexpected expression code {ast.unparse(node)!r}")
+
+
+def cname(name: str) -> str:
+    """A register's C name: `r_` and the name with anything C does not take as `_`."""
+    return "r_" + re.sub(r"[^0-9A-Za-z_]", "_", name)
