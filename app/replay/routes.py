@@ -17,15 +17,14 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from app.api.encode import compact_json, json_response
 from app.api.responses import errors
 from app.export.perfetto import to_chrome_trace
-from app.replay.store import (
-    NOT_TRACES,
-    ReplayError,
+from app.replay.catalogue import (
     list_replays,
     load_bandwidth,
     load_kernel,
     load_probes,
     load_replay,
 )
+from app.replay.store import NOT_TRACES, ReplayError
 from app.resources import traces_dir
 
 router = APIRouter(prefix="/replays", tags=["replays"])

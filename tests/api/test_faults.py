@@ -106,7 +106,7 @@ def damaged_traces(tmp_path, monkeypatch):
     (tmp_path / "nested.json").write_text("[" * 100_000)
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
     monkeypatch.setattr(replay_routes, "traces_dir", lambda: tmp_path)
-    monkeypatch.setattr("app.replay.store.traces_dir", lambda: tmp_path)
+    monkeypatch.setattr("app.replay.catalogue.traces_dir", lambda: tmp_path)
     replay_routes._catalogue.cache_clear()
     replay_routes._cached.cache_clear()
     yield tmp_path

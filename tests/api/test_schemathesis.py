@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 
 from app.main import create_app
-from app.replay.store import list_replays
+from app.replay.catalogue import list_replays
 from app.scenarios import catalogue
 
 EXAMPLES = int(os.environ.get("MBI_FUZZ_EXAMPLES", "12"))

@@ -16,7 +16,7 @@ from app.export.perfetto import (
     to_chrome_trace,
     trace_event_schema,
 )
-from app.replay.store import list_replays, load_replay
+from app.replay.catalogue import list_replays, load_replay
 from app.scenarios import get as get_scenario
 from app.sim.schedule import Schedule
 from app.sim.trace import Run

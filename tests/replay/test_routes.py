@@ -73,7 +73,7 @@ def test_probes_are_served_and_missing_probes_are_404(client, tmp_path, monkeypa
     assert res.status_code == 200
     assert res.json()["format"] == "mbarrier-inspector/tx-probes"
     shutil.copy(PROBES, tmp_path / "probes.json")
-    monkeypatch.setattr("app.replay.store.traces_dir", lambda: tmp_path)
+    monkeypatch.setattr("app.replay.catalogue.traces_dir", lambda: tmp_path)
     rows = client.get("/api/v1/replays/probes").json()["scale"]["rows"]
     assert rows[1]["model"]["reachable"] == ["partial_read", "deadlock"]
     (tmp_path / "probes.json").unlink()

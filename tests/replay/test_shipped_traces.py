@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from app.capture.ship import DIFFERENCES, SKIPPED, build, encode, raw_logs, replay_id
+from app.replay.catalogue import list_replays
 from app.replay.store import (
     MAX_BYTES,
     NOT_TRACES,
-    list_replays,
     schema_errors,
     trace_schema,
     validate_replay,

@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.replay.store import (
-    MAX_BYTES,
-    ReplayError,
-    list_replays,
-    load_kernel,
-    load_probes,
-    load_replay,
-)
+from app.replay.catalogue import list_replays, load_kernel, load_probes, load_replay
+from app.replay.store import MAX_BYTES, ReplayError
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 PROBES = Path(__file__).resolve().parent / "probes_v2.json"
