@@ -20,6 +20,7 @@ from functools import lru_cache
 from app.api.work import builds
 from app.core.clients import build_admit, build_charge
 from app.core.config import settings
+from app.core.flight import shared
 from app.scenarios import ParamError, Scenario, from_source
 from app.scenarios import get as get_scenario
 from app.sim.machine import Machine, MoveError
@@ -237,26 +238,16 @@ class RunStore:
         entry = None if named else self.peek(key)
         if entry is not None:
             return entry
-        token = (key, tuple(named or ()))
-        pending = self.building.get(token)
-        if pending is None:
+        async def build() -> Entry:
             build_admit(clients)
-            pending = self.building[token] = asyncio.get_running_loop().create_future()
             started = time.monotonic()
             try:
                 run, built = await builds.run(build_run, key, named)
-                pending.set_result(self.put(built, run))
-            except asyncio.CancelledError:
-                pending.cancel()
-                raise
-            except BaseException as err:
-                pending.set_exception(err)
-                pending.exception()  # retrieved: no "never retrieved" warning if no one waits
-                raise
+                return self.put(built, run)
             finally:
-                del self.building[token]
                 build_charge(clients, time.monotonic() - started)
-        return await asyncio.shield(pending)
+
+        return await shared(self.building, (key, tuple(named or ())), build)
 
     def put(self, key: RunKey, run: Run) -> Entry:
         old = self.peek(key)

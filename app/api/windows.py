@@ -36,6 +36,7 @@ from app.api.runstore import Entry, store
 from app.api.work import windows as windows_pool
 from app.core.clients import window_admit, window_charge
 from app.core.config import settings
+from app.core.flight import shared
 from app.scenarios import ParamError
 from app.sim.trace import Run
 
@@ -300,25 +301,14 @@ def window_answer(request: Request, window: Window, cache_control: str | None) -
 
 async def _build(key: tuple, entry: Entry, clients: tuple[str, ...]) -> Window:
     """The window of `key`, built once however many clients ask for it at once."""
-    pending = _building.get(key)
-    if pending is None:
+    async def build() -> Window:
         window_admit(clients)
-        pending = _building[key] = asyncio.get_running_loop().create_future()
         _, first, last, form = key
-        try:
-            *parts, cpu = await windows_pool.run(build_window, entry.serial, run_blob(entry),
-                                                 first, last, form, entry.key.picks)
-            window = Window(*parts)
-            window_charge(clients, cpu)
-            cache.put(key, window, (settings.window_cache_mb << 20) // max(1, settings.workers))
-            pending.set_result(window)
-        except asyncio.CancelledError:
-            pending.cancel()
-            raise
-        except BaseException as err:
-            pending.set_exception(err)
-            pending.exception()  # retrieved: no "never retrieved" warning if no one waits
-            raise
-        finally:
-            del _building[key]
-    return await asyncio.shield(pending)
+        *parts, cpu = await windows_pool.run(build_window, entry.serial, run_blob(entry),
+                                             first, last, form, entry.key.picks)
+        window = Window(*parts)
+        window_charge(clients, cpu)
+        cache.put(key, window, (settings.window_cache_mb << 20) // max(1, settings.workers))
+        return window
+
+    return await shared(_building, key, build)

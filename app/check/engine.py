@@ -254,13 +254,7 @@ class Explorer:
                 current = min(buckets)
                 bucket = buckets.pop(current)
                 out.depth = current
-                if targets is not None and self._proven_all(out, targets, current):
-                    return self._finish(out, start)
-                if any_first and out.found:
-                    out.stopped_by = "first_violation"
-                    return self._finish(out, start)
-                if limits.stop_at_first and any(f.steps <= current for f in out.found.values()):
-                    out.stopped_by = "first_violation"
+                if self._answered(out, limits, targets, any_first, current):
                     return self._finish(out, start)
                 for position, node in enumerate(bucket):
                     if cost[node] != current:
@@ -449,6 +443,20 @@ class Explorer:
         out.stopped_by = stop.reason
         out.note = stop.message
         return self._finish(out, start, budget, index)
+
+    @classmethod
+    def _answered(cls, out: Exploration, limits: Limits, targets: set[str] | None,
+                  any_first: bool, current: int) -> bool:
+        """Whether the search is answered before it expands the states of cost `current`:
+        every kind of `targets` proven shortest, or (`any_first`, `stop_at_first`) a first
+        violation found; `stopped_by` says which."""
+        if targets is not None and cls._proven_all(out, targets, current):
+            return True
+        if (any_first and out.found) or (
+                limits.stop_at_first and any(f.steps <= current for f in out.found.values())):
+            out.stopped_by = "first_violation"
+            return True
+        return False
 
     @staticmethod
     def _proven_all(out: Exploration, targets: set[str], current: int) -> bool:

@@ -274,10 +274,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
             current = min(buckets)
             bucket = buckets.pop(current)
             out.depth = current
-            if targets is not None and explorer._proven_all(out, targets, current):
-                return explorer._finish(out, start)
-            if any_first and out.found:
-                out.stopped_by = "first_violation"
+            if explorer._answered(out, limits, targets, any_first, current):
                 return explorer._finish(out, start)
             order = [node for node in bucket if cost[node] == current]
             helpers.shrink()
