@@ -113,7 +113,8 @@ def window_doc(run: Run, first: int, last: int, form: Form, picks: tuple = ()) -
     if form == "patches":
         doc = run.document(first, first - 1, snapshots=False)  # the header, no steps
         steps = run.steps(first, last, snapshots=True)
-        before = doc["base"] = run.snapshot(first - 1) if first > 1 else doc["initial"]
+        base_step = min(first - 1, run.total_steps)  # a window past the end is empty
+        before = doc["base"] = run.snapshot(base_step) if base_step else doc["initial"]
         for record in steps:
             snapshot = record.pop("snapshot")
             record["patch"] = snapshot_patch(before, snapshot)

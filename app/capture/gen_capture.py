@@ -116,9 +116,9 @@ def _entries() -> list[GenCapture]:
     return out
 
 
-FAMILY_PROGRAMS = Path(__file__).resolve().parents[2] / "tests" / "sim" / "programs"
-"""The asynchronous and synchronization families' programs (tests/sim/test_*), each the PTX
-text's own example: a checkout has them, an installed wheel does not (then no entries)."""
+FAMILY_PROGRAMS = PIPELINES / "families"
+"""The asynchronous and synchronization families' programs (tests/sim/test_* check their
+rules), each the PTX text's own example."""
 FAMILY_CAPTURES = (
     ("cp_async_mbarrier", ("inc", "noinc_and_arrive", "late_copy")),
     ("cp_async_groups", ("wait_one", "no_wait", "wait_all")),
@@ -138,10 +138,7 @@ clusters where the program is a 2-CTA cluster), records copied out before every 
 def _families() -> list[GenCapture]:
     out = []
     for program, bugs in FAMILY_CAPTURES:
-        path = FAMILY_PROGRAMS / f"{program}.pipe"
-        if not path.exists():
-            continue
-        text = path.read_text()
+        text = (FAMILY_PROGRAMS / f"{program}.pipe").read_text()
         for bug in (None, *bugs):
             name = f"gen_{program}" + (f"_{bug}" if bug else "")
             out.append(GenCapture(name, text, {}, [bug] if bug else [], ctas=SM_COUNT,

@@ -79,6 +79,24 @@ def test_a_patched_window_of_a_session_with_picks_names_them(client):
     jsonschema.validate(doc, SCHEMA)
 
 
+@pytest.mark.parametrize("form", [{}, {"snapshots": "false"}, {"patches": "true"}])
+def test_a_window_past_the_end_is_empty_in_every_form(client, form):
+    """Found by schemathesis: `from` beyond the last step once raised in the window pool."""
+    view = session(client, params={"tiles": 2})
+    path = f"{API}/sessions/{view['id']}/trace"
+    total = client.get(path).json()["total_steps"]
+    for first in (total + 1, total + 90):
+        response = client.get(path, params={"from": first, "to": first, **form})
+        assert response.status_code == 200, response.text
+        doc = response.json()
+        assert doc["steps"] == [] and doc["total_steps"] == total
+        assert doc["window"] == {"from": first, "to": first - 1}
+        jsonschema.validate(doc, SCHEMA)
+        if "patches" in form:
+            final = client.get(f"{API}/sessions/{view['id']}/snapshots/{total}").json()
+            assert doc["base"] == final["snapshot"]
+
+
 def test_builtin_traces_take_patches_too_and_refuse_them_without_snapshots(client):
     path = f"{API}/traces/double_buffer_tma"
     doc = client.get(path, params={"tiles": 8, "patches": "true"}).json()

@@ -61,10 +61,10 @@ RACES = {
     # wgmma: both ran to the end on the H200 (2026-12-02), both can hang or race.
     "gen_vllm_26026_named_barrier_arrive_early_return_arrive",
     "gen_triton_1278_wgmma_release_wait_pendings_one",
-    # The families' programs (tests/sim/programs): a phase completed before the copies it
-    # tracks, copies read without a covering wait, bytes stored or reduced past an announcement
-    # or into a CTA that may have exited, a stage released under a wgmma, a late lane, a
-    # barrier arrived on before its init is ordered: each may end either way on silicon.
+    # The families' programs (app/capture/pipelines/families): a phase completed before the
+    # copies it tracks, copies read without a covering wait, bytes stored or reduced past an
+    # announcement or into a CTA that may have exited, a stage released under a wgmma, a late
+    # lane, a barrier arrived on before its init is ordered: each may end either way on silicon.
     "gen_cp_async_mbarrier_noinc_and_arrive",
     "gen_cp_async_mbarrier_late_copy",
     "gen_cp_async_groups_wait_one",

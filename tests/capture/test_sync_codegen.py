@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from app.capture.codegen import CodegenError, generate
 from app.scenarios import from_source
+from tests.sim.semantics_helpers import source
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "sim" / "programs"
 TRY_THEN_WAIT = """
 barrier full = 1;
 agent producer { mbarrier.arrive.shared::cta.b64 _, [full]; }
@@ -42,7 +41,7 @@ def kernel(text: str, bugs=()) -> str:
 
 
 def test_named_barriers_are_spelled_as_written_and_the_kernel_ends_on_barrier_15():
-    text = kernel((PROGRAMS / "named_barrier.pipe").read_text())
+    text = kernel(source("named_barrier"))
     assert 'asm volatile("bar.arrive %0, %1;"' in text
     assert 'asm volatile("bar.sync %0, %1;"' in text
     assert 'asm volatile("barrier.sync 15;" ::: "memory");' in text
@@ -57,11 +56,11 @@ def test_elect_gives_every_lane_the_elected_lanes_answer():
 
 
 def test_a_program_that_fences_its_own_inits_gets_no_fence_from_the_kernel():
-    source = (PROGRAMS / "cluster_init.pipe").read_text()
-    fenced = kernel(source)
+    text = source("cluster_init")
+    fenced = kernel(text)
     assert 'asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");' in fenced
     assert 'asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");' in fenced
-    bare = kernel(source, ["no_init_fence"])
+    bare = kernel(text, ["no_init_fence"])
     kernel_start = bare.index("// " + "-" * 66 + " the kernel")
     body = bare[bare.index("__device__ __noinline__ void agent_0"):kernel_start]
     assert 'asm volatile("fence.mbarrier_init' not in body
@@ -93,7 +92,7 @@ NVCC = shutil.which("nvcc")
                                   "elected_lane"])
 def test_the_kernels_compile_with_nvcc_for_sm_90a(tmp_path, name):
     texts = {"try_then_wait": TRY_THEN_WAIT, "elect": ELECT}
-    text = texts.get(name) or (PROGRAMS / f"{name}.pipe").read_text()
+    text = texts.get(name) or source(name)
     src = tmp_path / f"{name}.cu"
     src.write_text(kernel(text))
     proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "-cubin", "-o",

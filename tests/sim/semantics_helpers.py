@@ -1,5 +1,6 @@
 """Small helpers for the tests of the engine's rules on pipelines written for them
-(tests/sim/programs/*.pipe): compile a text, run it under a schedule, check every schedule."""
+(tests/sim/programs/*.pipe, and app/capture/pipelines/families/*.pipe for the families that
+are also captured on the H200): compile a text, run it under a schedule, check every schedule."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from app.sim.schedule import Schedule
 from app.sim.trace import Run
 
 PROGRAMS = Path(__file__).parent / "programs"
+CAPTURED_PROGRAMS = Path(__file__).resolve().parents[2] / "app/capture/pipelines/families"
 
 
 def source(name: str) -> str:
-    return (PROGRAMS / f"{name}.pipe").read_text()
+    """A test program's text: tests/sim/programs first, then the captured families' folder."""
+    path = PROGRAMS / f"{name}.pipe"
+    return (path if path.exists() else CAPTURED_PROGRAMS / f"{name}.pipe").read_text()
 
 
 def config(text: str, bugs=(), **params):

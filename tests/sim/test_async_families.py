@@ -1,7 +1,8 @@
 """The asynchronous families against what PTX 9.1 says of them: warpgroup MMAs (9.7.15),
 per-thread `cp.async` and `cp.async.mbarrier.arrive` (9.7.9.25.3, 9.7.13.15.15), `st.async` /
 `red.async` (9.7.9.12, 9.7.13.7), tensor copies (9.7.9.27.1.2, 5.5.3) and bulk reductions
-(9.7.9.25.4.2). Each program is in tests/sim/programs; every verdict is bounded by states."""
+(9.7.9.25.4.2). Each program is in tests/sim/programs or app/capture/pipelines/families;
+every verdict is bounded by states."""
 
 from __future__ import annotations
 
