@@ -276,7 +276,11 @@ def _is_type(value, name: str) -> bool:
 
 def schema_errors(value, schema: dict, root: dict | None = None, path: str = "trace",
                   limit: int = 5) -> list[tuple[str, str]]:
-    """A small JSON Schema check (the keywords our schema uses): [(path, message), ...]."""
+    """A small JSON Schema check (the keywords our schema uses): [(path, message), ...].
+
+    Not jsonschema: on the shipped replays it took 0.26 s of CPU a file against this walk's
+    0.05 s (measured 2026-12-02), and every server process checks all of them when it lists
+    the catalogue. tests/replay holds this walk to jsonschema on every shipped file."""
     root = root or schema
     errors: list[tuple[str, str]] = []
 

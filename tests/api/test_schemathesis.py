@@ -8,6 +8,7 @@ requests in all)."""
 from __future__ import annotations
 
 import os
+import time
 
 import schemathesis
 from fastapi.testclient import TestClient
@@ -36,6 +37,9 @@ SCENARIOS = list(catalogue())
 REPLAYS = [r["id"] for r in list_replays()]
 
 
+RETRIES = 12
+
+
 def _session_ids() -> list[str]:
     with TestClient(app) as client:
         ids = []
@@ -45,6 +49,11 @@ def _session_ids() -> list[str]:
                      {"scenario": "double_buffer_tma", "picks": [{"step": 1,
                                                                   "agent": "producer"}]}):
             response = client.post("/api/v1/sessions", json=body)
+            for _ in range(RETRIES):  # a busy machine may answer 503: retry as a client would
+                if response.status_code != 503:
+                    break
+                time.sleep(min(float(response.headers.get("retry-after", "1")), 10.0))
+                response = client.post("/api/v1/sessions", json=body)
             assert response.status_code == 201, response.text
             ids.append(response.json()["id"])
         return ids

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from app.capture.ship import DIFFERENCES, SKIPPED, build, encode, raw_logs, replay_id
@@ -38,8 +39,8 @@ def test_shipped_replay_is_small_and_valid(path):
     assert path.stat().st_size < MAX_BYTES // 2
     doc = validate_replay(_load(path))
     schema = trace_schema()
-    if schema is not None:
-        assert schema_errors(doc, schema) == []
+    assert schema_errors(doc, schema) == []
+    jsonschema.Draft202012Validator(schema).validate(doc)  # the walk's reference
     source = doc["source"]
     assert source["kind"] == "gpu" and source["id"] == path.stem
     assert source["device"]["device"].startswith("NVIDIA")
@@ -59,6 +60,23 @@ def test_shipped_replay_matches_or_its_lesson_explains_why(path):
         assert "the engine explains all" in source["lesson"]
     else:
         assert DIFFERENCES[path.stem] in source["lesson"]
+
+
+@pytest.mark.parametrize("corrupt", [
+    lambda d: d.pop("layout"),
+    lambda d: d["steps"][0].__setitem__("op", 7),
+    lambda d: d["steps"][0]["events"].append({"kind": "no_such_event"}),
+    lambda d: d.__setitem__("status", "halted"),
+    lambda d: d["initial"]["barriers"][0].__setitem__("phase", -1),
+    lambda d: d["source"].__setitem__("kind", "tpu"),
+    lambda d: d.__setitem__("total_steps", "many"),
+])
+def test_the_schema_walk_refuses_what_jsonschema_refuses(corrupt):
+    doc = _load(SHIPPED[0])
+    corrupt(doc)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(trace_schema()).validate(doc)
+    assert schema_errors(doc, trace_schema())
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
