@@ -123,7 +123,7 @@ def _close_move(machine: Machine, local: tuple, pend: list, moves: list | None, 
     n_agents = machine.n_agents
     regs = machine.regs
     code = machine.code
-    for a in machine.ready:
+    for a in _candidates(machine, local, reads):
         if a < n_agents:
             pc = regs[a][PC]
             if not local[a][pc] or a in skip:
@@ -165,6 +165,27 @@ def _close_move(machine: Machine, local: tuple, pend: list, moves: list | None, 
         pend[n_agents + owner] = tuple(sorted(groups.items()))
         return None, record
     return None, None
+
+
+def _candidates(machine: Machine, local: tuple, reads: bool):
+    """`machine.ready` as far as `_close_move` reads it: where `ready` is not known (copies in
+    flight), only the agents standing on a local line are tested, then (with `reads`) the
+    copies, every one of which can move, then the first hold; no hold is tested."""
+    ready = machine._ready
+    if ready is not None:
+        return ready
+    if machine.status != RUNNING:
+        return ()
+    regs, rows, agent_ready = machine.regs, machine._rows, machine._agent_ready
+    out = []
+    for a in range(machine.n_agents):
+        pc = regs[a][PC]
+        if pc < rows[a][0] and local[a][pc] and agent_ready(a):
+            out.append(a)
+    if reads:
+        base = machine.n_agents + 1
+        out.extend(range(base, base + len(machine.tma) + 1))
+    return out
 
 
 def _would_end(machine: Machine, a: int) -> bool:

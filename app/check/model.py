@@ -148,6 +148,9 @@ class Canonical:
                 key = (agent.role, agent.nodes, agent.initial) if agent.lanes == 1 else a
                 seen.setdefault(key, []).append(a)  # lanes differ (elect.sync: lane 0)
             self.groups = [tuple(g) for g in seen.values() if len(g) > 1]
+        self.pairs = tuple((x, y) for group in self.groups for x, y in zip(group, group[1:],
+                                                                             strict=False))
+        """Neighbours within each group: where each is below the next, the state is sorted."""
         self.bit = [1 << a for a in range(machine.n_agents)]
         self.all_bits = sum(self.bit)
         self.mask_limit = 1 << self.n_agents
@@ -262,22 +265,35 @@ class Canonical:
         every owed mask, the sorted copy list and the queue unchanged, so the renamed state is
         the same whichever order the tie is given. Hence one sort is a canonical form for any
         number of identical agents (4 consumers: one sort, not 4! = 24 renamings)."""
-        regs, bulk = frozen[F_REGS], frozen[F_BULK]
-        if all(regs[x] < regs[y] for group in self.groups
-               for x, y in zip(group, group[1:], strict=False)):
+        regs = frozen[F_REGS]
+        for x, y in self.pairs:
+            if not regs[x] < regs[y]:
+                break
+        else:
             return self.identity  # each group is sorted by its signatures' first part
+        bulk = frozen[F_BULK]
         n = self.n_agents
-        waits = _waits_by_agent(frozen)
+        waits = None
         perm = self.identity
         for group in self.groups:
-            # The signature starts with what is cheap to read; the rest is read only for ties
-            # (a full signature sorts as its first part does where that part differs).
-            signatures = {a: (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
-                          for a in group}
-            order = sorted(group, key=signatures.__getitem__)
-            if any(signatures[x] == signatures[y] for x, y in zip(order, order[1:], strict=False)):
-                order = sorted(group, key=self._full_signatures(frozen, group,
-                                                                signatures).__getitem__)
+            first = [regs[a] for a in group]
+            if len(set(first)) == len(group):
+                # distinct first parts decide the whole order: no more of it is read
+                if all(first[i] < first[i + 1] for i in range(len(group) - 1)):
+                    continue
+                order = sorted(group, key=regs.__getitem__)
+            else:
+                if waits is None:
+                    waits = _waits_by_agent(frozen)
+                # The signature starts with what is cheap to read; the rest is read only for
+                # ties (a full signature sorts as its first part does where that part differs).
+                signatures = {a: (regs[a], bulk[a], pend[a], pend[n + a], waits.get(a, ()))
+                              for a in group}
+                order = sorted(group, key=signatures.__getitem__)
+                if any(signatures[x] == signatures[y]
+                       for x, y in zip(order, order[1:], strict=False)):
+                    order = sorted(group, key=self._full_signatures(frozen, group,
+                                                                    signatures).__getitem__)
             if order != list(group):
                 if perm is self.identity:
                     perm = list(perm)

@@ -28,7 +28,7 @@ THAW_NAMES = frozenset({
     "barriers", "chunks", "stage_tile", "owed", "regs", "tma", "bulk_committed", "tensor_core",
     "acc_dirty", "know", "carried", "generic_reads", "observed", "tx_ledger", "held", "waits",
     "stage_bars", "acc_cover", "status", "step_no", "_ready", "_picked", "Mbarrier", "thaw",
-    "list", "dict"})
+    "list", "dict", "map"})
 """Every name `Machine.thaw` uses: one it uses beyond these (a new part of the state) means
 `restore` does not know the layout."""
 

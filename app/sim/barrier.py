@@ -9,11 +9,17 @@ between, because bytes may land before their `expect_tx`. Anything PTX leaves un
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 COUNT_LIMIT = 2**20 - 1
 """Largest arrival count an mbarrier holds (`init`, `arrive` and `arrive_drop` operands)."""
 
 TX_LIMIT = 2**20 - 1
 """The tx-count stays within [-TX_LIMIT, TX_LIMIT]; `expect_tx` takes 0..TX_LIMIT bytes."""
+
+FIELDS = ("phase", "pending_arrivals", "expected_arrivals", "tx_count", "valid")
+BARRIER_FIELDS = attrgetter(*FIELDS)
+"""`Mbarrier.freeze` as one C callable: `map(BARRIER_FIELDS, barriers)` freezes a list."""
 
 RULES = ("uninitialized", "reinit", "over_arrival", "drop_to_zero", "tx_overflow", "tx_underflow")
 

@@ -6,7 +6,7 @@ agents' steps and the settling after each move)."""
 from __future__ import annotations
 
 from . import snapshot
-from .barrier import Mbarrier
+from .barrier import BARRIER_FIELDS, Mbarrier
 from .core import op_name
 from .families import copies, merged, sync, tensor_core
 from .program import Line, ProgramError
@@ -115,18 +115,22 @@ class Reports:
         return snapshot.layout(self)
 
     def freeze(self) -> tuple:
-        """The whole state as nested tuples: immutable, hashable, canonical (no step number)."""
+        """The whole state as nested tuples: immutable, hashable, canonical (no step number).
+
+        Built with `map` over C callables (no generator frames): the checker freezes once per
+        move, so this is one of its hottest lines."""
+        owed, waits = self.owed, self.waits
         return (
-            tuple(b.freeze() for b in self.barriers),
-            tuple(tuple(c) for c in self.chunks),
+            tuple(map(BARRIER_FIELDS, self.barriers)),
+            tuple(map(tuple, self.chunks)),
             tuple(self.stage_tile),
-            tuple(sorted(self.owed.items())),
-            tuple(tuple(r) for r in self.regs),
-            tuple(tuple(op) for op in self.tma),
+            tuple(sorted(owed.items())) if owed else (),
+            tuple(map(tuple, self.regs)),
+            tuple(map(tuple, self.tma)),
             tuple(self.bulk_committed),
             tuple(self.tensor_core),
-            (tuple(self.observed), tuple(tuple(x) for x in self.tx_ledger), tuple(self.held),
-             tuple(sorted((k, tuple(v)) for k, v in self.waits.items())),
+            (tuple(self.observed), tuple(map(tuple, self.tx_ledger)), tuple(self.held),
+             tuple(sorted(zip(waits, map(tuple, waits.values()), strict=True))) if waits else (),
              tuple(self.stage_bars), self.acc_dirty, tuple(self.acc_cover), tuple(self.know),
              tuple(self.carried), tuple(self.generic_reads)),
             self.status,
@@ -136,12 +140,12 @@ class Reports:
         """Put the machine into a state `freeze()` returned."""
         (barriers, chunks, stage_tile, owed, regs, tma, bulk, tensor_core, meta,
          status) = frozen
-        self.barriers = [Mbarrier.thaw(b) for b in barriers]
-        self.chunks = [list(c) for c in chunks]
+        self.barriers = list(map(Mbarrier.thaw, barriers))
+        self.chunks = list(map(list, chunks))
         self.stage_tile = list(stage_tile)
         self.owed = dict(owed)
-        self.regs = [list(r) for r in regs]
-        self.tma = [list(op) for op in tma]
+        self.regs = list(map(list, regs))
+        self.tma = list(map(list, tma))
         self.bulk_committed = list(bulk)
         self.tensor_core = list(tensor_core)
         (observed, ledger, held, waits, stage_bars, self.acc_dirty, cover, know, carried,
@@ -150,7 +154,7 @@ class Reports:
         self.carried = list(carried)
         self.generic_reads = list(generic_reads)
         self.observed = list(observed)
-        self.tx_ledger = [list(x) for x in ledger]
+        self.tx_ledger = list(map(list, ledger))
         self.held = list(held)
         self.waits = {k: list(v) for k, v in waits}
         self.stage_bars = list(stage_bars)
