@@ -400,4 +400,5 @@ FAMILY = Family(
     "mbarrier (app/sim/families/sync.py)", 10, HANDLERS, BLOCKERS, WAITING,
     explain={"wait_parity": _explain, "wait_token": _explain},
     arrives=("arrive", "arrive_drop", "arrive_expect_tx"), deadlock=_deadlock,
-    snapshot=_snapshot, forms=_isa_forms(), writes_smem=frozenset())
+    snapshot=_snapshot, snapshot_inputs=lambda m: ([b.freeze() for b in m.barriers], list(m.held)),
+    forms=_isa_forms(), writes_smem=frozenset())
