@@ -94,3 +94,13 @@ def test_past_the_end_window_is_based_on_the_last_state():
     run = scenario_run("single_barrier", Schedule("round_robin"))
     base, records = run.patched_steps(run.total_steps + 5, run.total_steps + 9)
     assert records == [] and base == run.snapshot(run.total_steps)
+
+
+def test_a_barrier_shows_as_its_as_dict():
+    run = scenario_run("double_buffer_tma", Schedule("round_robin"))
+    machine = run.machine_at(run.total_steps // 2)
+    shown = machine.snapshot()["barriers"]
+    assert shown == [{"name": name, **b.as_dict(), "tx_held": held} for name, b, held
+                     in zip(machine.barrier_names, machine.barriers, machine.held, strict=True)]
+    assert [list(item) for item in shown] == [["name", *b.as_dict(), "tx_held"]
+                                              for b in machine.barriers]
