@@ -38,6 +38,7 @@ from app.core.clients import window_admit, window_charge
 from app.core.config import settings
 from app.core.flight import shared
 from app.scenarios import ParamError
+from app.sim.snapshot import patch
 from app.sim.trace import Run
 
 try:  # Python 3.14's standard library, else the package starlette-compress brings
@@ -78,21 +79,8 @@ def named_picks(run: Run, picks: tuple[tuple[int, int], ...]) -> list[dict]:
     return [{"step": step, "agent": mover_name(records[step])} for step, _ in picks]
 
 
-def snapshot_patch(old: dict, new: dict) -> dict:
-    """What changed from snapshot `old` to `new`: `set` (fields replaced whole) and `items`
-    (for lists of the same length, the changed items by index). static/js/player.js applies it."""
-    replaced, items = {}, {}
-    for name, value in new.items():
-        before = old.get(name)
-        if value == before:
-            continue
-        if (isinstance(value, list) and isinstance(before, list)
-                and len(value) == len(before)):
-            items[name] = {str(i): v for i, (v, b) in enumerate(zip(value, before, strict=True))
-                           if v != b}
-        else:
-            replaced[name] = value
-    return {"set": replaced, "items": items}
+snapshot_patch = patch
+"""What changed from one snapshot to the next (`app.sim.snapshot.patch`)."""
 
 
 def window_diagnostics(diagnostics: list[dict], first: int, last: int) -> list[dict]:
@@ -112,14 +100,7 @@ def window_doc(run: Run, first: int, last: int, form: Form, picks: tuple = ()) -
     first = max(1, first)
     if form == "patches":
         doc = run.document(first, first - 1, snapshots=False)  # the header, no steps
-        steps = run.steps(first, last, snapshots=True)
-        base_step = min(first - 1, run.total_steps)  # a window past the end is empty
-        before = doc["base"] = run.snapshot(base_step) if base_step else doc["initial"]
-        for record in steps:
-            snapshot = record.pop("snapshot")
-            record["patch"] = snapshot_patch(before, snapshot)
-            before = snapshot
-        doc["steps"] = steps
+        doc["base"], doc["steps"] = run.patched_steps(first, last)  # past the end: empty
         doc["window"] = {"from": first, "to": max(first - 1, min(last, run.total_steps))}
     else:
         doc = run.document(first, last, snapshots=form == "snapshots")

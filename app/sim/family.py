@@ -59,6 +59,10 @@ class Family:
     """(machine) -> diagnostics the family adds to a deadlock report (before `deadlock`)."""
     snapshot: Callable | None = None
     """(machine) -> {key: value} the family adds to every snapshot (docs/trace-format.md)."""
+    snapshot_inputs: Callable | None = None
+    """(machine) -> a value, cheaper than `snapshot`, that is equal in two states whose
+    snapshot parts are equal: consecutive snapshots (`app.sim.snapshot.Snapshots`, a trace
+    window) reuse the part while it stays equal. None: the part is built at every step."""
     registers: tuple[str, ...] = ()
     """Hidden per-agent registers (start at 0) that a program using the family's lines gets;
     `Machine.hidden[name]` is the register's index in each agent's register list."""

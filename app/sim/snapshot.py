@@ -15,20 +15,25 @@ def snapshot(m) -> dict:
     """The state after a step: the machine's own parts (step, status, agents), then every
     family's (`Family.snapshot`: barriers, stages, tma, bulk_groups, tensor_core, ...)."""
     parts = {"step": m.step_no, "status": m.status,
-             "agents": [_agent(m, a) for a in range(m.n_agents)]}
+             "agents": [_agent(m, a, m.waiting_on(a), m.wait_at(a))
+                        for a in range(m.n_agents)]}
     for part in m.snapshot_parts:
         parts.update(part(m))
+    return _ordered(parts)
+
+
+def _ordered(parts: dict) -> dict:
     out = {key: parts.pop(key) for key in ORDER if key in parts}
     out.update(parts)
     return out
 
 
-def _agent(m, a: int) -> dict:
+def _agent(m, a: int, waiting: dict | None, wait: dict | None) -> dict:
+    """Agent `a`'s part: a function of its registers, `waiting` (`waiting_on`) and `wait`
+    (`wait_at`), both None once it is done."""
     program = m.agents[a]
     r = m.regs[a]
-    line = m.current_line(a)
-    done = line is None
-    waiting = None if done else m.waiting_on(a)
+    done = r[0] >= len(m.code[a].nodes)
     names = program.registers
     registers = {name: r[i + 1] for i, name in enumerate(names) if name in program.shown}
     line_no = len(program.listing) if done else m.code[a].line_of[r[0]]
@@ -40,8 +45,67 @@ def _agent(m, a: int) -> dict:
         "registers": registers,
         "status": "done" if done else ("waiting" if waiting else "running"),
         "waiting_on": waiting,
-        "wait": None if done else m.wait_at(a),
+        "wait": wait,
     }
+
+
+_UNSEEN = object()
+
+
+class Snapshots:
+    """The snapshots of one machine as it steps (a trace window): a part whose inputs are those
+    of the snapshot before (an agent's registers and waits, a family's `snapshot_inputs`) is
+    that snapshot's object again. Building a window's snapshots then costs what changed, and
+    `patch` finds what changed by identity. Snapshots taken here share those objects: read
+    them, never change them."""
+
+    def __init__(self, m) -> None:
+        from .families import FAMILIES  # the package imports this module's importers
+
+        self.m = m
+        self.agent_inputs: list = [_UNSEEN] * m.n_agents
+        self.agents: list = [None] * m.n_agents
+        self.parts = [[f.snapshot, f.snapshot_inputs, _UNSEEN, None]
+                      for f in FAMILIES if f.snapshot]
+
+    def take(self) -> dict:
+        """`snapshot(m)`, equal to it, sharing the parts that did not change."""
+        m = self.m
+        agents, agent_inputs = self.agents, self.agent_inputs
+        for a in range(m.n_agents):
+            inputs = (list(m.regs[a]), m.waiting_on(a), m.wait_at(a))
+            if inputs != agent_inputs[a]:
+                agent_inputs[a] = inputs
+                agents[a] = _agent(m, a, inputs[1], inputs[2])
+        parts = {"step": m.step_no, "status": m.status, "agents": list(agents)}
+        for slot in self.parts:
+            build, inputs_of = slot[0], slot[1]
+            if inputs_of is None:
+                parts.update(build(m))
+                continue
+            inputs = inputs_of(m)
+            if inputs != slot[2]:
+                slot[2], slot[3] = inputs, build(m)
+            parts.update(slot[3])
+        return _ordered(parts)
+
+
+def patch(old: dict, new: dict) -> dict:
+    """What changed from snapshot `old` to `new`: `set` (fields replaced whole) and `items`
+    (for lists of the same length, the changed items by index). static/js/player.js applies
+    it; a part or item that is the same object (`Snapshots`) is skipped unread."""
+    replaced, items = {}, {}
+    for name, value in new.items():
+        before = old.get(name)
+        if value is before or value == before:
+            continue
+        if (isinstance(value, list) and isinstance(before, list)
+                and len(value) == len(before)):
+            items[name] = {str(i): v for i, (v, b) in enumerate(zip(value, before, strict=True))
+                           if v is not b and v != b}
+        else:
+            replaced[name] = value
+    return {"set": replaced, "items": items}
 
 
 def layout(m) -> dict:

@@ -17,6 +17,7 @@ from . import livelock
 from .config import PipelineConfig
 from .machine import RUNNING, Machine, MoveError
 from .schedule import Manual, RoundRobin, Schedule, SeededRandom
+from .snapshot import Snapshots, patch
 
 FORMAT = "mbarrier-inspector/trace"
 VERSION = 1
@@ -203,12 +204,33 @@ class Run:
         return self.machine_at(step).snapshot()
 
     def steps(self, first: int, last: int, snapshots: bool = True) -> list[dict]:
-        """Step records `first..last` (1-based, inclusive), each with its snapshot if asked."""
+        """Step records `first..last` (1-based, inclusive), each with its snapshot if asked
+        (`Snapshots`: the snapshots share the parts that did not change; read them only)."""
         first = max(1, first)
         last = min(last, self.total_steps)
         if first > last:
             return []
         machine = self.machine_at(first - 1)
+        return self._replay(machine, first, last, Snapshots(machine) if snapshots else None)
+
+    def patched_steps(self, first: int, last: int) -> tuple[dict, list[dict]]:
+        """The snapshot after step `first - 1` (the last step, past the run's end) and step
+        records `first..last`, each with `patch`, what changed since the step before
+        (`snapshot.patch`) in place of its snapshot: a window as the browser plays it."""
+        first = max(1, first)
+        last = min(last, self.total_steps)
+        machine = self.machine_at(min(first - 1, self.total_steps))
+        snapshots = Snapshots(machine)
+        base = before = snapshots.take()
+        records = self._replay(machine, first, last, snapshots) if first <= last else []
+        for record in records:
+            now = record.pop("snapshot")
+            record["patch"] = patch(before, now)
+            before = now
+        return base, records
+
+    def _replay(self, machine: Machine, first: int, last: int,
+                snapshots: Snapshots | None) -> list[dict]:
         out = []
         for move in self.choices[first - 1:last]:
             record = machine.step(move)
@@ -216,8 +238,8 @@ class Run:
                 record["diagnostics"].extend(
                     d for d in self.diagnostics
                     if d["kind"] == livelock.LIVELOCK and d["step"] == machine.step_no)
-            if snapshots:
-                record["snapshot"] = machine.snapshot()
+            if snapshots is not None:
+                record["snapshot"] = snapshots.take()
             out.append(record)
         return out
 

@@ -372,7 +372,8 @@ FAMILY = Family(
     "bulk copies (app/sim/families/copies.py)", 20,
     {"load": _load, "store": _store, "commit_group": _commit_group, "wait_group": _wait_group},
     {"wait_group": _group_ready}, {"wait_group": _waiting_group},
-    explain={"wait_group": _explain}, snapshot=_snapshot, forms=_isa_forms(),
-    writes_smem=frozenset({"load"}))
+    explain={"wait_group": _explain}, snapshot=_snapshot,
+    snapshot_inputs=lambda m: ([tuple(op) for op in m.tma], list(m.bulk_committed)),
+    forms=_isa_forms(), writes_smem=frozenset({"load"}))
 """The TMA engine's moves (`can_hold`, `tma_step`) are built-in movers of the machine: their
 numbers and names (`tma:load:t3`, `...:hold`) are part of the trace format."""

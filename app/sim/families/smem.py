@@ -332,4 +332,5 @@ FAMILY = Family(
     "shared memory and proxies (app/sim/families/smem.py)", 30,
     {"ld_shared": _ld_shared, "st_shared": _st_shared, "proxy_fence": _proxy_fence,
      "ld_global": _ld_global, "st_global": _st_global}, snapshot=_snapshot,
+    snapshot_inputs=lambda m: (list(m.stage_tile), [list(c) for c in m.chunks]),
     forms=_isa_forms(), writes_smem=frozenset({"st_shared"}))

@@ -391,13 +391,19 @@ def _deadlock(m) -> list:
 
 
 def _snapshot(m) -> dict:
-    return {"barriers": [{"name": name, **b.as_dict(), "tx_held": m.held[i]}
-                         for i, (name, b) in enumerate(zip(m.barrier_names, m.barriers,
-                                                           strict=True))]}
+    """Each barrier as `Mbarrier.as_dict` shows it, between its name and its held bytes (one
+    dict, built at every step of a window)."""
+    return {"barriers": [{"name": name, "phase": b.phase, "parity": b.phase & 1,
+                          "pending_arrivals": b.pending_arrivals,
+                          "expected_arrivals": b.expected_arrivals, "tx_count": b.tx_count,
+                          "valid": b.valid, "tx_held": held}
+                         for name, b, held in zip(m.barrier_names, m.barriers, m.held,
+                                                  strict=True)]}
 
 
 FAMILY = Family(
     "mbarrier (app/sim/families/sync.py)", 10, HANDLERS, BLOCKERS, WAITING,
     explain={"wait_parity": _explain, "wait_token": _explain},
     arrives=("arrive", "arrive_drop", "arrive_expect_tx"), deadlock=_deadlock,
-    snapshot=_snapshot, forms=_isa_forms(), writes_smem=frozenset())
+    snapshot=_snapshot, snapshot_inputs=lambda m: ([b.freeze() for b in m.barriers], list(m.held)),
+    forms=_isa_forms(), writes_smem=frozenset())
