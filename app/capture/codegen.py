@@ -34,6 +34,7 @@ from .kernel_layout import (  # noqa: F401 - the names other modules import from
     KIND_CODE,
     KIND_NAME,
     KINDS,
+    LATER_KINDS,
     NAMED_BARRIER_EXIT,
     POISON,
     RECORD_WORDS,
@@ -79,8 +80,8 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
                    f"{lay.tensor_tiles[t] + elements - 1})")
     out.append("")
     used = {getattr(n, "kind", None) for agent in program.agents for n in agent.nodes}
-    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in SYNC_KINDS + ASYNC_KINDS
-               if name in used)
+    out.extend(f"#define K_{name.upper()} {KIND_CODE[name]}" for name in
+               SYNC_KINDS + ASYNC_KINDS + LATER_KINDS if name in used)
     out.append(f"#define N_AGENTS {len(program.agents)}")
     out.append(f"#define GMEM_CTA_BYTES {lay.gmem_cta_bytes}ull")
     out.append(f"#define TILES_PER_CTA {lay.tiles_per_cta}u")
@@ -168,7 +169,7 @@ def generate(program: Program, title: str = "pipeline", params: dict | None = No
     out.extend(agents)
     ending = EXIT_ONE_CTA if lay.cluster == 1 or exit_sync else EXIT_AS_PROGRAM
     lanes = any(a.lanes > 1 for a in program.agents)
-    if lanes or any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive")
+    if lanes or any(getattr(n, "kind", None) in ("bar_sync", "bar_arrive", "bar_red")
                     for agent in program.agents for n in agent.nodes):
         ending = ending.replace("__syncthreads();", (
             f'asm volatile("barrier.sync {NAMED_BARRIER_EXIT};" ::: "memory");  // the program '

@@ -130,6 +130,8 @@ FAMILY_CAPTURES = (
     ("named_barrier", ("fixed",)),
     ("elected_lane", ("syncwarp_fix",)),
     ("cluster_init", ("release_arrive", "no_init_fence", "no_cluster_barrier")),
+    ("partial_mask", ("no_warp_sync",)),
+    ("bar_red", ()),
 )
 """(program, its bug toggles) captured as written and with each toggle, on 132 CTAs (66
 clusters where the program is a 2-CTA cluster), records copied out before every arrive."""
@@ -143,6 +145,11 @@ def _families() -> list[GenCapture]:
             name = f"gen_{program}" + (f"_{bug}" if bug else "")
             out.append(GenCapture(name, text, {}, [bug] if bug else [], ctas=SM_COUNT,
                                   flush_before_arrive=True))
+    # bar.red with a count that leaves a warp out hangs every CTA (named barriers have no
+    # deadline): one CTA, every record written through, so the log keeps what came before
+    text = (FAMILY_PROGRAMS / "bar_red.pipe").read_text()
+    out.append(GenCapture("gen_bar_red_short_count", text, {}, ["short_count"], ctas=1,
+                          host_bound_s=3.0, flush_every=1))
     return out
 
 

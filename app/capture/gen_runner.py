@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import codegen as G
 from .codegen import COMPILE_OPTIONS
+from .stored import stored_report
 
 HUNG = "launch_hung"
 """The raw log's `error.name` when the kernel did not finish within `host_bound_s`."""
@@ -293,7 +294,7 @@ def run_capture(cap: GenCapture) -> dict:
     raw["summary"] = summary.view(np.uint32).reshape(units, n_agents,
                                                      G.SUMMARY_WORDS).tolist()
     if raw["error"] is None:
-        raw["dst"] = _dst_report(cupy.asnumpy(gmem), host_mem, p)
+        raw["dst"] = stored_report(cupy.asnumpy(gmem), host_mem, p)
     return raw
 
 
@@ -347,35 +348,6 @@ def _raw(p: Plan) -> dict:
         "device": {}, "launch": {}, "captured_at": _now(), "error": None, "elapsed_ms": None,
         "record_words": G.RECORD_WORDS, "records": [], "summary": [], "dst": None,
     }
-
-
-def _dst_report(after, before, p: Plan) -> dict:
-    """Which tiles' words the written tensors hold: per element of CTA 0, the tile numbers
-    found (most words first), and over all CTAs how many elements changed."""
-    import numpy as np
-
-    lay = p.layout
-    out = {}
-    written = {line.args[0].array for a in p.program.agents for line in a.nodes
-               if getattr(line, "kind", None) == "store"}
-    for t, (name, elements, nbytes) in enumerate(p.program.tensors):
-        if name not in written:
-            continue
-        per = nbytes // 4
-        first = lay.tensor_offsets[t] // 4
-        block = after[:, first:first + elements * per].reshape(after.shape[0], elements, per)
-        orig = before[:, first:first + elements * per].reshape(before.shape[0], elements, per)
-        cta0 = []
-        for k in range(elements):
-            tags = (block[0, k] >> 16).astype(np.int64)
-            tiles = (tags - 0) & 0xFFFF
-            values, counts = np.unique(tiles, return_counts=True)
-            order = np.argsort(-counts)[:4]
-            cta0.append([[int(values[i]), int(counts[i])] for i in order])
-        changed = int((block != orig).any(axis=2).sum())
-        out[name] = {"cta0": cta0, "changed_all_ctas": changed,
-                     "elements_all_ctas": int(block.shape[0] * elements)}
-    return out
 
 
 def _now() -> str:

@@ -29,7 +29,10 @@ ASYNC_KINDS = ("cp_async", "cp_async_commit", "cp_async_wait", "cp_async_arrive"
                "st_async", "red_async", "tensor_load", "tensor_store", "wgmma_fence",
                "wgmma_mma", "wgmma_commit", "wgmma_wait", "setmaxnreg")
 """Log kinds of the asynchronous families' lines, numbered after those, defined likewise."""
-KIND_CODE = {name: i + 1 for i, name in enumerate(KINDS + SYNC_KINDS + ASYNC_KINDS)}
+LATER_KINDS = ("bar_red",)
+"""Log kinds added since, numbered after all those so no earlier kernel's numbers move."""
+KIND_CODE = {name: i + 1 for i, name in
+             enumerate(KINDS + SYNC_KINDS + ASYNC_KINDS + LATER_KINDS)}
 KIND_NAME = {code: name for name, code in KIND_CODE.items()}
 
 END_FINISHED, END_TIMED_OUT, END_ERROR = 0, 1, 2

@@ -38,26 +38,19 @@ SKIPPED = {
         "a remote arrive into a CTA that has exited, which the H200 never completes: the "
         "kernel hangs and the runner keeps CTA 0's log; the replay can only call that a trap "
         "today (docs/gpu-capture.md keeps its figures)",
-    "vllm_26026_named_barrier_arrive":
-        "named-barrier arrivals only: the replay checks no observation in such a log yet (0 "
-        "observations), so it would say nothing the simulation does not (docs/lessons.md keeps "
-        "the H200's figures)",
-    "vllm_26026_named_barrier_arrive_early_return_arrive":
-        "named-barrier arrivals only, as vllm_26026_named_barrier_arrive: 0 observations to "
-        "check (docs/lessons.md keeps the H200's figures)",
     "bulk_reduce":
-        "a bulk reduction into global memory and a read of its first word: the kernel checks no "
-        "value a reduction leaves (0 observations), so the replay would say nothing the "
-        "simulation does not; the raw logs show every warp finished (docs/gpu-capture.md)",
+        "a bulk reduction (cp.reduce.async.bulk .add.f32) of t[0] into out[0], then an "
+        "ld.global of out[0]'s first word, the kernel's only observation: t[0]'s word 0 is 0 "
+        "(+0.0f), so adding it leaves that word as it was (tile 1's word 0, 0x10000, read in "
+        "CTA 0), and the read cannot tell whether the reduction landed; the engine tracks "
+        "which tile an element holds, not values, so the replay has nothing to compare (0 "
+        "observations), and would say nothing the simulation does not (docs/gpu-capture.md)",
     "bulk_reduce_read_only":
-        "as bulk_reduce: 0 observations to check (docs/gpu-capture.md)",
+        "as bulk_reduce: its one read (after wait_group.read only) found 0x10000 too, which "
+        "the reduction leaves unchanged either way (docs/gpu-capture.md)",
     "bulk_reduce_no_fence":
-        "as bulk_reduce: 0 observations to check (docs/gpu-capture.md)",
-    "named_barrier":
-        "named-barrier arrivals only, as vllm_26026_named_barrier_arrive: 0 observations to "
-        "check (docs/gpu-capture.md)",
-    "named_barrier_fixed":
-        "named-barrier arrivals only: 0 observations to check (docs/gpu-capture.md)",
+        "as bulk_reduce: its one read found 0x10000, which the reduction leaves unchanged "
+        "either way (docs/gpu-capture.md)",
     "remote_after_exit_exit_sync":
         "the same kernel with a cluster barrier before exit that the program does not have: "
         "it shows what that barrier hides, not the pipeline (docs/gpu-capture.md)",

@@ -1,4 +1,4 @@
-"""The synchronization lines of a generated agent: named barriers, `elect.sync`,
+"""The synchronization lines of a generated agent: named barriers (`bar.red` too), `elect.sync`,
 `bar.warp.sync`, the cluster barrier, `fence.mbarrier_init` and `setmaxnreg`.
 
 A mixin of `AgentWriter` (app.capture.agent_code): it emits through the writer's `emit`,
@@ -18,9 +18,8 @@ from .kernel_layout import (
 class SyncCode:
     # ------------------------------------------------- named barriers, warp, cluster barrier
 
-    def _named(self, a, word: str) -> None:
-        """`bar{.cta}.sync` / `barrier{.cta}.arrive{.aligned}` as spelled, by every lane of the
-        warp (an agent's arrival counts its 32 threads, as in the engine)."""
+    def _named_operands(self, a) -> None:
+        """`id` and `n`, the barrier and its thread count, checked as the engine checks them."""
         bar_id, count = a
         if count is None:
             raise CodegenError(f"`{self.node.op}` without a thread count: the kernel holds a "
@@ -33,6 +32,11 @@ class SyncCode:
         self.emit(f"const i64 n = {self.expr(count)};", 2)
         self.emit(f"if (id < 0 || id >= {NAMED_BARRIER_EXIT} || n <= 0 || n > 1024 || n % 32) "
                   f"{{ err_code = {ERROR_OPERAND_RANGE}; err_value = id; goto error; }}", 2)
+
+    def _named(self, a, word: str) -> None:
+        """`bar{.cta}.sync` / `barrier{.cta}.arrive{.aligned}` as spelled, by every lane of the
+        warp (an agent's arrival counts its 32 threads, as in the engine)."""
+        self._named_operands(a)
         self.emit("const u64 pre = stamp();", 2)
         op = self.node.op
         if self.thread:  # lanes reach it one by one: the form without `.aligned`
@@ -46,6 +50,28 @@ class SyncCode:
 
     def _bar_arrive(self, a) -> None:
         self._named(a, "bar_arrive")
+
+    def _bar_red(self, a) -> None:
+        """`bar{.cta}.red.popc.u32` / `.and.pred` / `.or.pred` as spelled, by every lane of the
+        warp (the language refuses it in a `lanes` agent): each thread gives the predicate the
+        program computes (a `!c` is computed in C, the predicate handed to PTX is plain), and
+        the log keeps the value the barrier wrote (a `.pred` as 0 / 1)."""
+        barrier, dest, pred, _op = a
+        self._named_operands(barrier)
+        op = self.node.op
+        self.emit(f"const u32 q = ({self.expr(pred)}) ? 1u : 0u;", 2)
+        self.emit("u32 v = 0;", 2)
+        self.emit("const u64 pre = stamp();", 2)
+        if op.endswith(".u32"):
+            body = f"\\t{op} %0, %1, %2, P;"
+        else:
+            body = f"\\t{op} Q, %1, %2, P;\\n\\tselp.u32 %0, 1, 0, Q;"
+        self.emit(f'asm volatile("{{\\n\\t.reg .pred P, Q;\\n\\tsetp.ne.u32 P, %3, 0;\\n{body}'
+                  '\\n\\t}" : "=r"(v) : "r"((u32)id), "r"((u32)n), "r"(q) : "memory");', 2)
+        self.emit("const u64 post = stamp();", 2)
+        self._log("bar_red", "0", "(u64)id", "(u64)n", "(u64)v")
+        if dest != SINK:
+            self.emit(f"{self.reg(dest)} = v;", 2)
 
     def line_mask(self, mask) -> str:
         """The line's membermask over the modelled lanes (the engine waits for no other lane's

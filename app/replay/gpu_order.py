@@ -33,20 +33,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.sim.core import (
-    LOAD,
-    OP_DIR,
-    OP_NEXT,
-    OP_STAGE,
-    OP_TILE,
-    OP_WRITING,
-    STORE,
-)
+from app.sim.core import LOAD, OP_DIR, OP_NEXT, OP_STAGE, OP_TILE, OP_WRITING, STORE
 from app.sim.machine import UNDEFINED, Machine
 from app.sim.program import Line
 from app.sim.schedule import Schedule
 from app.sim.trace import Run
 
+from .gpu_collective import Collectives
 from .gpu_end import Divergence, RunEnd
 from .gpu_log import (  # noqa: F401 - ReplayError, config_of, gpu_records, merged: this module's API
     CLOCK_GHZ,
@@ -69,7 +62,7 @@ ARRIVES = ("arrive", "arrive_drop", "arrive_expect_tx")
 
 
 @dataclass
-class GpuOrderReplay(RunEnd, Observations):
+class GpuOrderReplay(RunEnd, Observations, Collectives):
     """The engine driven by a GPU log; build with `replay(raw)`."""
 
     raw: dict
@@ -91,15 +84,18 @@ class GpuOrderReplay(RunEnd, Observations):
     clock: int = 0
     stored: dict = field(default_factory=dict)
     """Engine tile id of each store destination -> {chunk: tile id the store read there}."""
+    parked: dict = field(default_factory=dict)
+    """Agent -> (record, what the GPU logged) of the collective line it arrived at last."""
 
     def mark(self) -> tuple:
         """What `restore` needs to come back to this point."""
         return (self.run.total_steps, len(self.moves), self.checked, self.landings, self.held,
                 len(self.observations), self.gpu_status, len(self.notes), self.clock,
-                {k: dict(v) for k, v in self.stored.items()})
+                {k: dict(v) for k, v in self.stored.items()}, dict(self.parked))
 
     def restore(self, mark: tuple) -> None:
-        steps, moves, checked, landings, held, observations, status, notes, clock, stored = mark
+        steps, moves, checked, landings, held, observations, status, notes, clock, stored, \
+            self.parked = mark[:10] + (dict(mark[10]),)
         if self.run.total_steps != steps:
             self.run.truncate(steps)
         del self.moves[moves:]
@@ -182,6 +178,7 @@ class GpuOrderReplay(RunEnd, Observations):
 
     def land(self, k: int, hold: bool = False) -> None:
         m = self.m
+        k = self.reads_before_landing(k)
         number = (m.hold_base + k) if hold else (m.n_agents + 1 + k)
         self.move(number)
         self.landings += 1
@@ -250,6 +247,7 @@ class GpuOrderReplay(RunEnd, Observations):
         self.clock = max(self.clock, rec.key)
         if rec.kind == "start":
             return
+        self.passed(a)
         if rec.kind == "end":
             self.end_agent(a, rec)
             return

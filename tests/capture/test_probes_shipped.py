@@ -103,6 +103,21 @@ def test_pending_count_reads_the_count_prior_to_each_arrive_on_silicon_and_in_th
     assert pending_count_model() == [3, 2]
 
 
+def test_the_probes_pending_count_model_is_what_the_mbarrier_route_answers():
+    """probe_models reads the barrier model directly (a GPU machine has no web layer); the
+    route `POST /api/v1/mbarrier/run` must answer the same."""
+    from app.api.routes.mbarrier import RunRequest, run_ops
+    from app.capture.probes import pending_count_model
+
+    ops = [{"op": "init", "count": 3},
+           {"op": "arrive", "token": "s1", "no_complete": True},
+           {"op": "arrive", "token": "s2", "no_complete": True},
+           {"op": "pending_count", "token": "s1"}, {"op": "pending_count", "token": "s2"}]
+    states = run_ops(RunRequest.model_validate({"ops": ops}).ops)
+    assert [s["pending_count"] for s in states if s["op"] == "pending_count"] == \
+        pending_count_model()
+
+
 def test_what_the_h200_does_with_a_completing_no_complete():
     """Undefined in PTX (the model stops: rule no_complete); the H200 ran it as a plain arrive:
     no trap, the phase completed, and the barrier went on working."""
@@ -132,3 +147,22 @@ def test_what_the_h200_does_with_a_remote_arrive_into_an_exited_cta():
     quiet = rows["arrive_then_exit_100us"]
     assert quiet["endings"]["finished"] == quiet["launches"]
     assert quiet["silicon"] == ["remote_after_exit"]
+
+
+def test_the_capture_package_imports_no_web_layer():
+    """A GPU machine has CuPy and nvcc but no FastAPI: nothing under app/capture (and the
+    replay it ships) may import the web layer, at module or function level."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "app"
+    files = sorted((root / "capture").glob("*.py")) + [
+        p for p in sorted((root / "replay").glob("*.py")) if p.name != "routes.py"]
+    offenders = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            offenders += [f"{path.name}: {n}" for n in names
+                          if n.split(".")[0] in ("fastapi", "pydantic", "starlette")
+                          or n.startswith(("app.api", "app.web"))]
+    assert offenders == []

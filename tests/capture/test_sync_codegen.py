@@ -119,8 +119,62 @@ def test_a_lanes_agents_membermask_is_the_lines_own_over_the_modelled_lanes():
     assert 'asm volatile("bar.warp.sync 0x6;" ::: "memory");' in text  # lanes 3..31 exit at once
 
 
-def test_an_instruction_the_generator_has_no_code_for_is_refused_by_name():
-    source = """agent p { int d = 0; bar.red.popc.u32 d, 1, 64, 1; }
-agent q { int d = 0; bar.red.popc.u32 d, 1, 64, 1; }"""
+BAR_RED = """agent p { int d = 0; int q = 1; bar.red.popc.u32 d, 1, 64, q;
+    bar.red.and.pred d, 2, 64, d == 64; barrier.cta.red.or.aligned.pred _, 3, 64, !q; }
+agent q { int d = 0; bar.red.popc.u32 d, 1, 64, 0; bar.red.and.pred d, 2, 64, 1;
+    barrier.cta.red.or.aligned.pred _, 3, 64, 1; }"""
+
+
+def test_bar_red_is_spelled_as_written_with_its_predicate_and_logs_the_value():
+    """PTX 9.7.13.1: `bar.red.popc.u32 d, a, b, c` and `bar.red.op.pred p, a, b, c` take a
+    predicate `c`; the kernel sets it from the program's expression (`!q` computed in C) and
+    logs what the barrier wrote, so the replay can compare it with the engine's reduction."""
+    text = kernel(BAR_RED)
+    assert "setp.ne.u32 P, %3, 0;\\n\\tbar.red.popc.u32 %0, %1, %2, P;" in text
+    assert "bar.red.and.pred Q, %1, %2, P;\\n\\tselp.u32 %0, 1, 0, Q;" in text
+    assert "barrier.cta.red.or.aligned.pred Q, %1, %2, P;" in text
+    assert "const u32 q = ((!r_q)) ? 1u : 0u;" in text
+    assert "log_put(L, pre, post, K_BAR_RED" in text and "r_d = v;" in text
+    assert 'asm volatile("barrier.sync 15;" ::: "memory");' in text  # 0..14 are the program's
+
+
+def test_bar_red_without_a_thread_count_is_refused_as_bar_sync_is():
+    with pytest.raises(CodegenError, match="without a thread count"):
+        kernel("agent p { int d = 0; bar.red.popc.u32 d, 1, 1; }\n")
+
+
+def test_an_instruction_the_generator_has_no_code_for_is_refused_by_name(monkeypatch):
+    from app.capture.sync_code import SyncCode
+
+    monkeypatch.delattr(SyncCode, "_bar_red")
     with pytest.raises(CodegenError, match="bar.red.popc.u32.*no kernel code"):
-        kernel(source)
+        kernel(BAR_RED)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (no GPU needed)")
+@pytest.mark.parametrize("name", ["bar_red", "partial_mask", "bar_red_program"])
+def test_bar_red_and_partial_masks_compile_with_nvcc_for_sm_90a(tmp_path, name):
+    text = BAR_RED if name == "bar_red_program" else source(name)
+    src = tmp_path / f"{name}.cu"
+    src.write_text(kernel(text))
+    proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "-cubin", "-o",
+                           str(tmp_path / f"{name}.cubin"), str(src)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "warning" not in proc.stderr.lower(), proc.stderr[-3000:]
+
+
+def test_a_partial_mask_elects_the_lowest_lane_of_it_in_the_engine_and_is_spelled():
+    """partial_mask.pipe: lanes 1..3 of the load warp elect lane 1 (`elect.sync` with mask
+    0xe) and sync with `bar.warp.sync 0xe`; lane 0 takes no part."""
+    from app.scenarios import from_source as parse
+    from tests.sim.semantics_helpers import run
+
+    text = source("partial_mask")
+    assert "elect.sync %0|P, 0xe;" in kernel(text)
+    assert 'asm volatile("bar.warp.sync 0xe;" ::: "memory");' in kernel(text)
+    r = run(text)
+    assert r.status == "done"
+    regs = [a["registers"] for a in r.snapshot(r.total_steps)["agents"][:4]]
+    assert [x["leader"] for x in regs] == [0, 1, 1, 1] and [x["me"] for x in regs] == [0, 1, 0, 0]
+    assert parse(text).bugs
