@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from app.sim.core import TILE_SPAN
 from app.sim.program import (
     Assign,
@@ -245,7 +247,8 @@ class AgentWriter(SyncCode, MbarrierCode, CopyCode, AsyncCode):
             reg_name = agent.registers[i - 1]
             if reg_name.startswith("%"):
                 continue
-            decls.append(f"    i64 {name} = {agent.initial[i - 1]};  // {reg_name}")
+            unread = "" if _read(name, body) else "[[maybe_unused]] "
+            decls.append(f"    {unread}i64 {name} = {agent.initial[i - 1]};  // {reg_name}")
         for name, (ctype, count) in self.accumulators.items():
             decls.append(f"    {ctype} wg_{cname(name)}[{count}] = {{}};  // wgmma accumulator "
                          f"{name}: its registers in this thread")
@@ -300,3 +303,10 @@ class AgentWriter(SyncCode, MbarrierCode, CopyCode, AsyncCode):
     @staticmethod
     def _paren(text: str) -> str:
         return text if text.startswith("(") and text.endswith(")") else f"({text})"
+
+
+def _read(name: str, body: list[str]) -> bool:
+    """Whether a line reads register `name` (not only assigns it): nvcc warns of a register
+    that is set but never used (a `bar.red` result an agent ignores, say)."""
+    use = re.compile(rf"\b{re.escape(name)}\b(?!\s*=[^=])")
+    return any(use.search(line) for line in body)

@@ -405,7 +405,7 @@ __device__ __forceinline__ unsigned char* tile_ptr(const Ctx& c, u32 t) {
 __device__ __noinline__ void agent_0(Ctx& c, Log& L, u32* summary) {
     i64 r_n = 0;  // n
     i64 r_all = 0;  // all
-    i64 r_any = 0;  // any
+    [[maybe_unused]] i64 r_any = 0;  // any
     i64 r_t = 0;  // t
     u32 lines = 0, bad_reads = 0, status = 0;
     u64 err_code = 0;
@@ -483,8 +483,8 @@ end:
 // agent mma (warp 1): 3 lines
 __device__ __noinline__ void agent_1(Ctx& c, Log& L, u32* summary) {
     i64 r_n = 0;  // n
-    i64 r_all = 0;  // all
-    i64 r_any = 0;  // any
+    [[maybe_unused]] i64 r_all = 0;  // all
+    [[maybe_unused]] i64 r_any = 0;  // any
     i64 r_t = 0;  // t
     u32 lines = 0, bad_reads = 0, status = 0;
     u64 err_code = 0;
@@ -562,8 +562,8 @@ end:
 // agent epilogue (warp 2): 3 lines
 __device__ __noinline__ void agent_2(Ctx& c, Log& L, u32* summary) {
     i64 r_n = 0;  // n
-    i64 r_all = 0;  // all
-    i64 r_any = 0;  // any
+    [[maybe_unused]] i64 r_all = 0;  // all
+    [[maybe_unused]] i64 r_any = 0;  // any
     i64 r_t = 0;  // t
     u32 lines = 0, bad_reads = 0, status = 0;
     u64 err_code = 0;

@@ -410,7 +410,7 @@ __device__ __forceinline__ unsigned char* tile_ptr(const Ctx& c, u32 t) {
 
 // agent producer.lane0 (warp 0): 6 lines
 __device__ __noinline__ void agent_0(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase
@@ -542,7 +542,7 @@ end:
 
 // agent producer.lane1 (warp 1): 6 lines
 __device__ __noinline__ void agent_1(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase
@@ -674,7 +674,7 @@ end:
 
 // agent producer.lane2 (warp 2): 6 lines
 __device__ __noinline__ void agent_2(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase
@@ -806,7 +806,7 @@ end:
 
 // agent producer.lane3 (warp 3): 6 lines
 __device__ __noinline__ void agent_3(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase

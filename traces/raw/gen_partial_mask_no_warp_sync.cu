@@ -409,7 +409,7 @@ __device__ __forceinline__ unsigned char* tile_ptr(const Ctx& c, u32 t) {
 
 // agent producer.lane0 (warp 0): 5 lines
 __device__ __noinline__ void agent_0(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase
@@ -532,7 +532,7 @@ end:
 
 // agent producer.lane1 (warp 1): 5 lines
 __device__ __noinline__ void agent_1(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase
@@ -655,7 +655,7 @@ end:
 
 // agent producer.lane2 (warp 2): 5 lines
 __device__ __noinline__ void agent_2(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase
@@ -778,7 +778,7 @@ end:
 
 // agent producer.lane3 (warp 3): 5 lines
 __device__ __noinline__ void agent_3(Ctx& c, Log& L, u32* summary) {
-    i64 r_leader = 0;  // leader
+    [[maybe_unused]] i64 r_leader = 0;  // leader
     i64 r_me = 0;  // me
     i64 r_w_index = 0;  // w.index
     i64 r_w_phase = 1;  // w.phase
