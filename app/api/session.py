@@ -16,10 +16,11 @@ from app.api.errors import fail
 from app.api.runstore import Entry, RunKey, ready_names, store
 from app.api.sources import NeedSource
 from app.api.token import MAX_PICKS, SessionToken, unknown_session
-from app.api.windows import named_picks, snapshot_patch
+from app.api.windows import named_picks
 from app.core.clients import identify_sessions, session_client
 from app.scenarios import ParamError
 from app.sim.machine import Machine, MoveError
+from app.sim.snapshot import patch
 from app.sim.trace import Run
 
 FRAMES_KEPT = 8192
@@ -77,7 +78,7 @@ def patch_json(entry: Entry, step: int, cursor: Machine,
     snapshot = cursor.snapshot()
     text = json.dumps({"step": step, "total_steps": run.total_steps, "status": run.status,
                        "ready": ready_names(cursor), "record": record,
-                       "patch": snapshot_patch(before, snapshot)}, separators=(",", ":"))
+                       "patch": patch(before, snapshot)}, separators=(",", ":"))
     _frames[key] = text
     if len(_frames) > FRAMES_KEPT:
         _frames.popitem(last=False)

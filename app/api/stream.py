@@ -172,7 +172,7 @@ def parse_command(text) -> dict:
 async def play_socket(websocket: WebSocket, session_id: str) -> None:
     """Messages in: `{"type": "play" | "pause" | "step" | "back" | "seek" | "reset" | "speed"}`
     with `agent`, `step` or `steps_per_s` (`play` with `"patches": true`: played frames carry a
-    `patch` of the snapshot before, see `windows.snapshot_patch`). Out: `{"type": "state", ...}`
+    `patch` of the snapshot before, see `app.sim.snapshot.patch`). Out: `{"type": "state", ...}`
     after every command and every played step, `{"type": "error", "status", "field",
     "message"}` for a refused command."""
     await websocket.accept()

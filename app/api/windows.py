@@ -9,7 +9,7 @@ is a digest of its bytes, and a client that holds it gets 304. Two forms:
 - `snapshots=true` (the contract every API client has): each step carries its `snapshot`;
 - `patches=true` (what the browser's player asks for): a window is a cursor over one full
   snapshot, `base` (the state after step `from - 1`), and each step carries `patch`, what
-  changed since the step before (`snapshot_patch`), a third of the bytes;
+  changed since the step before (`app.sim.snapshot.patch`), a third of the bytes;
 - `snapshots=false`: the step records alone.
 
 A window is encoded once and compressed once per encoding (zstd, gzip) in the worker; the event
@@ -38,7 +38,6 @@ from app.core.clients import window_admit, window_charge
 from app.core.config import settings
 from app.core.flight import shared
 from app.scenarios import ParamError
-from app.sim.snapshot import patch
 from app.sim.trace import Run
 
 try:  # Python 3.14's standard library, else the package starlette-compress brings
@@ -77,10 +76,6 @@ def named_picks(run: Run, picks: tuple[tuple[int, int], ...]) -> list[dict]:
         return []
     records = {r["step"]: r for r in run.steps(picks[0][0], picks[-1][0], snapshots=False)}
     return [{"step": step, "agent": mover_name(records[step])} for step, _ in picks]
-
-
-snapshot_patch = patch
-"""What changed from one snapshot to the next (`app.sim.snapshot.patch`)."""
 
 
 def window_diagnostics(diagnostics: list[dict], first: int, last: int) -> list[dict]:

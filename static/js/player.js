@@ -18,7 +18,7 @@ class Emitter {
 export const SPEEDS = [1, 2, 4, 8, 15, 30];
 
 /** A played frame's snapshot: the one before with `patch` applied (fields in `set` replaced
- *  whole, list items in `items` replaced by index), as the server's snapshot_patch writes it. */
+ *  whole, list items in `items` replaced by index), as the server's `app.sim.snapshot.patch` writes it. */
 function patched(snapshot, patch) {
   const out = {...snapshot, ...patch.set};
   for (const [name, items] of Object.entries(patch.items)) {
