@@ -129,8 +129,11 @@ def test_instructor_markdown_runs_no_script_in_the_inspector(page):
       const out = {html: [], active: [], handlers: [], hrefs: []};
       caption.set(evil);
       for (const c of evil) {
+        const before = box.querySelector('.callout-body').innerHTML;
         caption.update(c.step);
-        await new Promise(r => setTimeout(r, 150));
+        // rendering is asynchronous (the first note imports markdown-it): wait for this note
+        for (let n = 0; n < 600 && box.querySelector('.callout-body').innerHTML === before; n++)
+          await new Promise(r => setTimeout(r, 100));
         const body = box.querySelector('.callout-body');
         out.html.push(body.innerHTML);
         out.active.push(body.querySelectorAll('script, iframe, svg, object, embed, style').length);
