@@ -11,6 +11,7 @@ seconds of that process: on a busy machine wall-clock figures say more about the
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -67,8 +68,13 @@ def against(reference: Path, rounds: int = 3, steps: int = 400_000) -> None:
 
 
 def main() -> None:
-    if "--against" in sys.argv:
-        against(Path(sys.argv[sys.argv.index("--against") + 1]).resolve())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="Needs the project's dependencies (lark: app.lang).")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="another checkout: print its round-robin figure beside this one's")
+    args = parser.parse_args()
+    if args.against is not None:
+        against(args.against.resolve())
         return
     print("double_buffer_tma, stages 4, 100,000 tiles (the run stops at the 1,000,000-step limit)")
     runs = {}
