@@ -117,8 +117,6 @@ def snapshot(m) -> dict:
                                                   strict=True)]}
 
 
-
-
 def snapshot_inputs(m) -> tuple:
     """What `snapshot` reads, frozen: an incremental snapshot is rebuilt only when it changes."""
     return [b.freeze() for b in m.barriers], list(m.held)
