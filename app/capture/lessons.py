@@ -59,9 +59,9 @@ def title(doc: dict) -> str:
     launched = doc["source"]["ctas"]["launched"]
     if launched > 1:
         shown.append(f"{launched} CTAs")
-    shown = ", ".join(shown)
+    shown = f" ({', '.join(shown)})" if shown else ""
     bugs = doc["scenario"]["bugs"]
-    return f"{name} ({shown}): {', '.join(bugs) if bugs else 'correct'}"
+    return f"{name}{shown}: {', '.join(bugs) if bugs else 'correct'}"
 
 
 def _bug_sentences(doc: dict) -> list[str]:
@@ -81,6 +81,12 @@ def _span_us(doc: dict) -> float:
     return (times[-1] - times[0]) / 1000 if times else 0.0
 
 
+def _gave_up(source: dict) -> bool:
+    """Whether a bounded wait of CTA 0 logged its timeout (a wait with no deadline, such as a
+    named barrier's, only hangs the launch)."""
+    return any("gave up" in o["what"] for o in source["observed"])
+
+
 def _outcome(doc: dict) -> str:
     source = doc["source"]
     conformance = source["conformance"]
@@ -91,6 +97,10 @@ def _outcome(doc: dict) -> str:
            f"{_plural(conformance['gpu_records'], 'operation')} over {_span_us(doc):,.1f} us"
     if gpu == "done":
         head += " and every warp finished"
+    elif gpu == "deadlock" and not _gave_up(source):
+        head += ("; then the launch hung: a wait the kernel gives no deadline (a named "
+                 "barrier's) never returned, and the host ended it "
+                 f"({(source.get('error') or {}).get('name')})")
     elif gpu == "deadlock":
         head += (" until a bounded wait gave up after "
                  f"{(source['launch'].get('deadline_cycles') or 0) / 1.98e3:,.0f} us "
@@ -182,8 +192,8 @@ def _notices(doc: dict) -> list[str]:
                    "completed it and the kernel would have hung (traces/probes.json, "
                    "remote_after_exit); the checker finds that schedule.")
     if kinds["deadlock"] and doc["status"] == "deadlock":
-        out.append("The engine blocks where the GPU's wait gave up: no agent can move "
-                   "(deadlock).")
+        where = "the GPU's wait gave up" if _gave_up(source) else "the GPU hung"
+        out.append(f"The engine blocks where {where}: no agent can move (deadlock).")
     if "wrong_arrival_count" in bugs:
         out.append("Notice the empty_barrier tokens: each consumer's arrive finds one arrival "
                    "pending, so each completes a phase on its own and one tile's releases move "

@@ -62,6 +62,19 @@ def test_shipped_replay_matches_or_its_lesson_explains_why(path):
         assert DIFFERENCES[path.stem] in source["lesson"]
 
 
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_a_lesson_says_a_bounded_wait_gave_up_only_where_the_log_has_one(path):
+    """A named barrier has no deadline: where no wait logged its timeout the launch hung, and
+    the lesson says so rather than telling of a wait that gave up; no title has empty `()`."""
+    source = _load(path)["source"]
+    gave_up = any("gave up" in o["what"] for o in source["observed"])
+    assert "()" not in source["title"]
+    assert ("wait gave up" in source["lesson"]) == (
+        gave_up and source["conformance"]["status"]["gpu"] == "deadlock"), source["lesson"]
+    if source["conformance"]["status"]["gpu"] == "deadlock" and not gave_up:
+        assert "the launch hung" in source["lesson"]
+
+
 @pytest.mark.parametrize("corrupt", [
     lambda d: d.pop("layout"),
     lambda d: d["steps"][0].__setitem__("op", 7),
