@@ -96,7 +96,24 @@ FLAG_OVERWRITE, FLAG_PROXY = 1, 2
 def op_name(m, op: list) -> str:
     """A copy's name, unique among the copies in flight and fixed for its life: `load:t3`,
     `load:t3@cta1` in a cluster, `store:consumer0:t3`; a copy issued while another of the same
-    name is in flight gets the lowest free suffix (`load:t3#2@cta1`)."""
+    name is in flight gets the lowest free suffix (`load:t3#2@cta1`). Kept in `m.op_names` by
+    the copy's identity (a name is asked for at every chunk the copy moves)."""
+    entry = m.op_names.get(id(op))
+    if entry is not None and entry[0] is op:
+        return entry[1]
+    name = _op_name(m, op)
+    names = m.op_names
+    if len(names) >= OP_NAMES_KEPT:
+        names.clear()
+    names[id(op)] = (op, name)
+    return name
+
+
+OP_NAMES_KEPT = 1024
+"""An entry holds its copy, so no other copy takes its id while it is kept."""
+
+
+def _op_name(m, op: list) -> str:
     serial = op[OP_SERIAL]
     tile = op[OP_TILE]
     tag = f"t{tile}" if 0 <= tile < TILE_SPAN else tile_tag(m, tile)  # `tile_tag`, inlined

@@ -117,6 +117,8 @@ class Machine(Reports):
         self.n_chunk_bits = base
         """Knowledge bits (ordering.py): one per SMEM chunk, then one per barrier."""
         self.tensor_names = [t[0] for t in program.tensors]
+        self.op_names: dict[int, tuple[list, str]] = {}
+        """In-flight copies' names (core.op_name)."""
         self.writes_observed = any(
             kind == "ld_global" or (kind == "wait_group" and not prepared[1])
             for code in self.code for kind, prepared in zip(code.kinds, code.prepared,

@@ -138,12 +138,15 @@ class Run:
         step = machine.step
         robin = chooser if type(chooser) is RoundRobin else None
         pick = machine.round_robin_move
+        last = robin.last if robin is not None else -1
+        until_checkpoint = CHECKPOINT_EVERY - machine.step_no % CHECKPOINT_EVERY
+        append = choices.append
         while made < limit and machine.status == RUNNING:
             if robin is not None:  # RoundRobin.__call__, without the call
-                move = pick(robin.last)
+                move = pick(last)
                 if move is None:
                     break
-                robin.last = move
+                last = move
             else:
                 move = chooser(machine)
                 if move is None:
@@ -151,13 +154,18 @@ class Run:
             record = step(move)
             if move > 255:
                 choices = self._record(choices, move)
+                append = choices.append
             else:
-                choices.append(move)
+                append(move)
             made += 1
             if record["diagnostics"]:
                 diagnostics.extend(record["diagnostics"])
-            if not machine.step_no % CHECKPOINT_EVERY:
+            until_checkpoint -= 1
+            if not until_checkpoint:
                 checkpoints.append(machine.freeze())
+                until_checkpoint = CHECKPOINT_EVERY
+        if robin is not None:
+            robin.last = last
         return made
 
     def append(self, move: int) -> dict:

@@ -4,23 +4,23 @@ that the machine runs every line kind the same way."""
 
 from __future__ import annotations
 
-from ..core import checked
+from ..core import REGISTER_LIMIT, checked
 from ..family import Family
 
 
 def _assign(m, a, r, args, record) -> None:
     (updates,) = args
     for reg, fn in updates:
-        r[reg] = checked(fn(r))
-    names = m.agents[a].registers
+        value = fn(r)
+        r[reg] = value if -REGISTER_LIMIT <= value <= REGISTER_LIMIT else checked(value)
+    agent = m.agents[a]
     plan = _PLANS.get(id(updates))
-    if plan is None or plan[0] is not updates or plan[1] is not names:
-        plan = _plan(updates, names)
-    _, _, touched, base, keys, shown = plan
-    record["operands"] = {name: r[reg] for name, reg in zip(shown, touched, strict=True)}
-    record["events"].append({"kind": "register", "agent": m.agents[a].name, "name": base,
-                             "value": {key: r[reg] for key, reg in zip(keys, touched,
-                                                                       strict=True)}})
+    if plan is None or plan[0] is not updates or plan[1] is not agent.registers:
+        plan = _plan(updates, agent.registers)
+    _, _, base, shown, keyed = plan
+    record["operands"] = {name: r[reg] for name, reg in shown}
+    record["events"].append({"kind": "register", "agent": agent.name, "name": base,
+                             "value": {key: r[reg] for key, reg in keyed}})
 
 
 _PLANS: dict[int, tuple] = {}
@@ -28,8 +28,9 @@ _PLANS: dict[int, tuple] = {}
 
 
 def _plan(updates: tuple, names: tuple[str, ...]) -> tuple:
-    """(updates, names, the registers written in order, the event's name, each register's key
-    in the event's value, each one's name in the operands), kept in `_PLANS`. The entry holds
+    """(updates, names, the event's name, (name in the operands, register) and (key in the
+    event's value, register) of each register written, in register order), kept in `_PLANS`.
+    The entry holds
     `updates` and `names` themselves, so its key names no other object while it is kept."""
     touched = []
     for reg, _fn in updates:
@@ -42,7 +43,9 @@ def _plan(updates: tuple, names: tuple[str, ...]) -> tuple:
                  for name in shown)
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    plan = _PLANS[id(updates)] = (updates, names, tuple(touched), base, keys, shown)
+    plan = _PLANS[id(updates)] = (updates, names, base,
+                                  tuple(zip(shown, touched, strict=True)),
+                                  tuple(zip(keys, touched, strict=True)))
     return plan
 
 
