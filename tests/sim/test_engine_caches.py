@@ -2,6 +2,7 @@
 lazy choice against a scan of `ready`, the enabled-agent hint, the register-update plans."""
 
 from app.scenarios import get
+from app.sim.core import op_name
 from app.sim.families import registers
 from app.sim.machine import Machine
 from app.sim.schedule import Schedule
@@ -56,4 +57,22 @@ def test_register_plans_follow_the_line_and_the_names():
     plan = next(iter(registers._PLANS.values()))
     stale = ((99, plan[0][0][1]),)
     registers._PLANS[id(stale)] = plan  # an entry under a wrong key is never used
-    assert registers._plan(stale, plan[1] + ("x",) * 99)[2] == (99,)
+    assert registers._plan(stale, plan[1] + ("x",) * 99)[3] == (("x", 99),)
+
+
+def test_a_copy_name_is_kept_by_the_copy_itself():
+    """core.op_name keeps a name per in-flight copy; a copy rebuilt by `thaw` (a new list equal to
+    the old) gets its name again, and an entry whose copy is gone is never read."""
+    scenario = get("double_buffer_tma")
+    machine = Machine(scenario.resolve({"stages": 2, "tiles": 4}, []))
+    while not machine.tma:
+        machine.step(machine.round_robin_move(-1))
+    op = machine.tma[0]
+    name = op_name(machine, op)
+    assert name == "load:t0" and machine.op_names[id(op)] == (op, name)
+    impostor = list(op)
+    impostor[1] = 3  # another tile
+    machine.op_names[id(impostor)] = (op, name)  # a stale entry under another copy's id
+    assert op_name(machine, impostor) == "load:t3"
+    machine.thaw(machine.freeze())
+    assert op_name(machine, machine.tma[0]) == name
