@@ -9,10 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from app.api.runs import parse_schedule
 from app.lang.compiler import MAX_SOURCE_BYTES
 from app.scenarios import ParamError, PipelineError, Scenario, catalogue, from_source
 from app.scenarios import get as get_scenario
+from app.scenarios.schedules import parse_schedule
 from app.sim.machine import MoveError
 from app.sim.trace import Run
 

@@ -112,3 +112,15 @@ def test_the_families_use_the_shared_services_not_the_machine():
     for name, targets in graph.items():
         if name.startswith("app.sim.families.") or name in ("app.sim.core", "app.sim.family"):
             assert not targets & above, (name, targets & above)
+
+
+def test_the_command_line_starts_without_the_web_stack():
+    """`mbarrier-inspector check|trace|validate` import neither FastAPI nor pydantic (about a
+    second of a check's answer on a small machine): only `serve` needs them."""
+    import subprocess
+
+    probe = ("import sys, app.cli, app.check.cli, app.check.promela_cli; "
+             "print(sorted(m for m in ('fastapi', 'pydantic', 'starlette') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=300, check=True, cwd=SIM.parent.parent)
+    assert out.stdout.strip() == "[]"

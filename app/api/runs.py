@@ -1,5 +1,7 @@
-"""Turning user input into run keys: the schedule parser and the path lookup of a scenario (both
-over the one scenario lookup, `app.api.runstore.find_scenario`)."""
+"""Turning user input into run keys: the path lookup of a scenario (over the one scenario lookup,
+`app.api.runstore.find_scenario`) and the request models; the schedule parser is
+`app.scenarios.schedules.parse_schedule`, which the command line shares without the web
+stack."""
 
 from __future__ import annotations
 
@@ -11,10 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 from app.api.errors import fail
 from app.api.runstore import find_scenario
 from app.scenarios import PARAM_NAMES, ParamError, Scenario, catalogue
-from app.sim.schedule import SCHEDULES, Schedule
-
-MAX_MANUAL_MOVES = 10_000
-MAX_SEED = 2**63 - 1
 
 
 def scenario_or_404(scenario_id: str) -> Scenario:
@@ -22,33 +20,6 @@ def scenario_or_404(scenario_id: str) -> Scenario:
         return find_scenario(scenario_id, "scenario_id")
     except ParamError as err:
         raise fail(404, "path", "scenario_id", err.message) from None
-
-
-def parse_schedule(kind: str | None, seed: int | str | None = None,
-                   moves: str | list[str] | None = None) -> Schedule:
-    """A `Schedule` from user input; `ParamError` names `schedule`, `seed` or `moves`."""
-    kind = kind or "round_robin"
-    if kind not in SCHEDULES:
-        raise ParamError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}; "
-                                     f"got {kind[:40]!r}")
-    if kind == "random":
-        if seed in (None, ""):
-            seed = 0
-        try:
-            seed = int(seed)
-        except (TypeError, ValueError):
-            raise ParamError("seed", "seed must be an integer") from None
-        if not 0 <= seed <= MAX_SEED:
-            raise ParamError("seed", f"seed must be in 0..{MAX_SEED}")
-        return Schedule("random", seed=seed)
-    if kind == "manual":
-        if isinstance(moves, str):
-            moves = [m.strip() for m in moves.split(",") if m.strip()]
-        moves = list(moves or [])
-        if len(moves) > MAX_MANUAL_MOVES:
-            raise ParamError("moves", f"at most {MAX_MANUAL_MOVES} manual moves")
-        return Schedule("manual", moves=tuple(moves))
-    return Schedule(kind)
 
 
 def _ranges() -> dict[str, tuple[int, int]]:

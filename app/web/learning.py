@@ -29,11 +29,11 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from app.api.routes.pipelines import check_size, source_key
-from app.api.runs import parse_schedule
 from app.api.runstore import build_run, scenario_of
 from app.api.work import builds
 from app.scenarios import PARAM_NAMES, ParamError, Scenario
 from app.scenarios import get as get_scenario
+from app.scenarios.schedules import parse_schedule
 
 HERE = Path(__file__).resolve().parent
 LESSONS = HERE / "lessons"

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from app.api.encode import json_response
 from app.api.responses import errors
-from app.api.runs import MAX_SEED, parse_schedule
 from app.api.runstore import TRACE_LIMIT, canonical_key, store
 from app.api.sources import remember
 from app.api.windows import window_answer, window_form, window_of
@@ -24,6 +23,7 @@ from app.api.work import builds
 from app.core.clients import address
 from app.lang.compiler import MAX_SOURCE_BYTES, instantiate, load, resolve_params
 from app.scenarios import ParamError, from_source
+from app.scenarios.schedules import MAX_SEED, parse_schedule
 
 router = APIRouter(tags=["pipelines"])
 

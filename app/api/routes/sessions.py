@@ -22,7 +22,7 @@ from app.api.encode import PRIVATE_IMMUTABLE
 from app.api.errors import fail
 from app.api.responses import JSON_ONLY, SESSION_ERRORS, errors
 from app.api.routes.pipelines import check_size
-from app.api.runs import params_dict, parse_schedule
+from app.api.runs import params_dict
 from app.api.runstore import SESSION_STEP_LIMIT, canonical_key, store
 from app.api.session import (
     answer,
@@ -45,6 +45,7 @@ from app.api.work import builds
 from app.core.clients import address
 from app.core.config import settings
 from app.scenarios import ParamError
+from app.scenarios.schedules import parse_schedule
 
 router = APIRouter(prefix="/sessions", tags=["sessions"])
 

@@ -20,19 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, create
 
 from app.api.encode import IMMUTABLE, compact_json
 from app.api.responses import errors
-from app.api.runs import (
-    MAX_MANUAL_MOVES,
-    MAX_SEED,
-    PARAM_RANGES,
-    param_query,
-    parse_schedule,
-    scenario_or_404,
-)
+from app.api.runs import PARAM_RANGES, param_query, scenario_or_404
 from app.api.runstore import TRACE_LIMIT, canonical_key, store
 from app.api.windows import Window, window_answer, window_form, window_of
 from app.core.clients import address
 from app.export.perfetto import file_name, to_chrome_trace
 from app.scenarios import PARAM_NAMES, ParamError
+from app.scenarios.schedules import MAX_MANUAL_MOVES, MAX_SEED, parse_schedule
 
 router = APIRouter(prefix="/traces", tags=["traces"])
 
