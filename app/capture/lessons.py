@@ -248,7 +248,10 @@ def _launch(doc: dict) -> str:
     if o["operand_error"]:
         parts.append(f"{o['operand_error']} stopped on an operand error")
     if o["not_reported"]:
-        parts.append(f"{o['not_reported']} never reported (the trap ended them)")
+        why = ("the host ended the hung launch"
+               if (doc["source"].get("error") or {}).get("name") == "launch_hung"
+               else "the trap ended them")
+        parts.append(f"{o['not_reported']} never reported ({why})")
     cluster = (doc["source"].get("launch") or {}).get("cluster", 1)
     units = f" ({ctas['launched'] // cluster} clusters of {cluster})" if cluster > 1 else ""
     text = f"Over all {ctas['launched']} CTAs{units}: {', '.join(parts)}; "

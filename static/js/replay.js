@@ -40,7 +40,7 @@ async function main() {
                           {step, names: ["GPU", "simulation"], divergence: false, marked});
   showPills(gpu, sim, simError);
   showVerdict(document.getElementById("divergence"), c, simError, player);
-  showFigures(c, s.ctas);
+  showFigures(c, s.ctas, s.error);
   downloads(s);
   probes(scenario.bugs || []);
 }
@@ -137,7 +137,7 @@ function figure(term, value, key) {
   return [h("dt", {}, term), h("dd", {dataset: {figure: key}}, value)];
 }
 
-function showFigures(c, ctas) {
+function showFigures(c, ctas, error) {
   const section = document.getElementById("replay-figures");
   const check = document.getElementById("replay-check");
   const launch = document.getElementById("replay-launch");
@@ -151,18 +151,23 @@ function showFigures(c, ctas) {
     if (c.status) items.push(...figure("ended", `GPU ${c.status.gpu}, engine ${c.status.engine}`, "status"));
   }
   check.replaceChildren(...items);
-  launch.replaceChildren(...(ctas ? launchTable(ctas) : []));
+  launch.replaceChildren(...(ctas ? launchTable(ctas, error) : []));
   section.hidden = !items.length && !ctas;
 }
 
-function launchTable(ctas) {
+/** Why CTAs sent no report: the launch hung and the host ended it, or it trapped. */
+function unreported(error) {
+  return error && error.name === "launch_hung" ? "the launch hung" : "trap";
+}
+
+function launchTable(ctas, error) {
   const o = ctas.outcomes || {};
   const n = (x) => (typeof x === "number" ? x.toLocaleString("en-US") : "–");
   const headline = h("p", {class: "launch-line", dataset: {launched: ctas.launched}},
     h("b", {}, `Whole launch: ${n(ctas.launched)} CTA${ctas.launched === 1 ? "" : "s"}`), " — ",
     [`${n(o.finished)} finished`, o.timed_out ? `${n(o.timed_out)} had a wait give up` : null,
      o.operand_error ? `${n(o.operand_error)} stopped on an operand error` : null,
-     o.not_reported ? `${n(o.not_reported)} never reported (trap)` : null].filter(Boolean).join(", "),
+     o.not_reported ? `${n(o.not_reported)} never reported (${unreported(error)})` : null].filter(Boolean).join(", "),
     `; ${n(ctas.reads_wrong)} reads found wrong words in ${n(ctas.ctas_with_wrong_reads)} CTAs.`);
   const agents = Array.isArray(ctas.agents) ? ctas.agents : [];
   if (!agents.length) return [headline];

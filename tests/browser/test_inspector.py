@@ -406,6 +406,17 @@ def test_replay_shows_its_verdict_figures_launch_and_kernel(page, base_url):
     shot(page, "replay-verdict")
 
 
+def test_a_launch_table_says_why_ctas_never_reported(page):
+    """A CTA with no report was ended by a trap, or by the host when the launch hung (a wait
+    with no deadline, such as a named barrier's): the table names which."""
+    page.goto("/replays/bar_red_short_count")
+    line = page.locator(".launch-line")
+    expect(line).to_contain_text("1 never reported (the launch hung)")
+    expect(line).not_to_contain_text("trap")
+    page.goto("/replays/double_buffer_tma_producer_skips_empty_wait_132ctas")
+    expect(page.locator(".launch-line")).to_contain_text("132 never reported (trap)")
+
+
 def test_replay_jumps_to_its_first_divergence(page, base_url):
     doc = HTTP.get(f"{base_url}/api/v1/replays/single_barrier").json()
     doc["source"]["conformance"].update(

@@ -75,6 +75,19 @@ def test_a_lesson_says_a_bounded_wait_gave_up_only_where_the_log_has_one(path):
         assert "the launch hung" in source["lesson"]
 
 
+def test_a_lesson_says_why_ctas_never_reported():
+    """CTAs with no report were ended by a trap, or by the host when the launch hung: the
+    lesson's launch sentence names which (app.capture.lessons reads the launch's error)."""
+    from app.capture.lessons import lesson
+
+    doc = _load(TRACES / "double_buffer_tma_producer_skips_empty_wait_132ctas.json")
+    assert "132 never reported (the trap ended them)" in lesson(doc)
+    doc["source"]["error"] = {"name": "launch_hung", "message": "the kernel had not finished"}
+    text = lesson(doc)
+    assert "132 never reported (the host ended the hung launch)" in text
+    assert "trap ended" not in text
+
+
 @pytest.mark.parametrize("corrupt", [
     lambda d: d.pop("layout"),
     lambda d: d["steps"][0].__setitem__("op", 7),
