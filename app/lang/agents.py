@@ -3,22 +3,25 @@ engine's flat list of lines and control nodes (`app.sim.program`).
 
 An instruction statement becomes one `Line` through `instructions.build` (its operands are read
 by the reader of its line kind, `instructions.READERS`); everything else here is the language's
-own control and register updates.
+own control; register updates are in `register_updates.py`, helper expansion in
+`expansion.py`, and what compiled nodes read in `node_reads.py`.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from functools import cache
 
-from app.sim.program import SINK, WAIT_BLOCKS, WAIT_MAY_FAIL, Assign, Branch, Expr, Jump, Line, Ref
+from app.sim.program import Assign, Branch, Jump, Line
 
 from . import syntax
 from .errors import PipelineError
-from .exprs import STATE_FIELDS, Scope, compile_expr, constant, out_of_range, text_of
+from .expansion import Expansion, line_text, substitute, substitute_words, trailing_comment
+from .exprs import STATE_FIELDS, Scope, compile_expr, constant, text_of
 from .instructions import build
 from .limits import MAX_HELPER_DEPTH, MAX_LINES, MAX_NODES, MAX_REGISTERS, MAX_STAGES
+from .node_reads import mentions, waits_that_may_fail
+from .register_updates import RegisterUpdates, simple_text
 from .syntax import (
     Agent,
     ArrayInit,
@@ -26,13 +29,11 @@ from .syntax import (
     Call,
     Ctor,
     Decl,
-    Field,
     For,
     Helper,
     If,
     Instr,
     Name,
-    Num,
     Simple,
     While,
 )
@@ -50,7 +51,7 @@ def prelude() -> tuple[str, dict[str, Helper]]:
 
 
 
-class AgentBuilder:
+class AgentBuilder(RegisterUpdates):
     """Compiles one agent instance (one element of an agent array) to engine nodes."""
 
     def __init__(self, text: str, arrays: dict, constants: dict, helpers: dict):
@@ -86,7 +87,7 @@ class AgentBuilder:
         self.register("%tc_fenced", 0, agent.pos, hidden=True)
         self.register("%tc_pending", 0, agent.pos, hidden=True)
         self.block(agent.body, None, top=True)
-        _waits_that_may_fail(self.nodes)
+        waits_that_may_fail(self.nodes)
         lines = sum(1 for n in self.nodes if isinstance(n, Line))
         if lines > MAX_LINES or len(self.nodes) > MAX_NODES:
             raise PipelineError(f"agent `{name}` has {lines} lines; the limit is {MAX_LINES}",
@@ -264,7 +265,7 @@ class AgentBuilder:
                 and isinstance(cond.left, Name) and cond.left.name == stmt.var
                 and compile_expr(cond.right, self.scope).const is not None):
             return False
-        return not any(_mentions(node, reg) for node in body)
+        return not any(mentions(node, reg) for node in body)
 
     def loop_body(self, body, ctx, pos) -> None:
         before = len(self.listing)
@@ -279,136 +280,9 @@ class AgentBuilder:
         for stmt in group:
             updates.extend(self.updates(stmt))
         text = self.display(group[0], ctx)
-        op = "; ".join(_simple_text(s) for s in group)
+        op = "; ".join(simple_text(s) for s in group)
         line = ctx.line if ctx else group[0].pos.line
         self.emit(Line("assign", op, text, line, (tuple(updates),)))
-
-    def updates(self, stmt: Simple) -> tuple:
-        name, field = stmt.target
-        pos = stmt.pos
-        if stmt.index is not None or name in self.scope.reg_arrays:
-            return self.element_updates(stmt)
-        if field is None and name in self.scope.states and stmt.op == "++":
-            stages = self.scope.states[name]
-            i, p, c = (self.scope.registers[f"{name}.{f}"] for f in ("index", "phase", "count"))
-            return ((p, Expr(f"++{name}", f"(r[{p}] ^ int(r[{i}] + 1 == {stages}))")),
-                    (i, Expr(f"++{name}", f"((r[{i}] + 1) % {stages})")),
-                    (c, Expr(f"++{name}", f"(r[{c}] + 1)")))
-        if field is None and name in self.scope.states and stmt.op in (".advance", "+="):
-            return self.advance(name, stmt)
-        if field is None and name in self.scope.states and stmt.op == "=":
-            return self.copy(name, stmt)
-        if stmt.op.startswith("."):
-            if name not in self.scope.states:
-                raise PipelineError(f"`{name}{stmt.op}(...)`: only a PipelineState has methods",
-                                    pos.line, pos.column)
-            raise PipelineError(f"a PipelineState has no method `{stmt.op[1:]}`", pos.line,
-                                pos.column, hint=f"`++{name}` or `{name}.advance(n)`")
-        target = name if field is None else f"{name}.{field}"
-        if target not in self.scope.registers or target in self.hidden:
-            if name in self.scope.constants:
-                raise PipelineError(f"`{name}` is a parameter; it cannot change", pos.line,
-                                    pos.column)
-            if field is None and name in self.scope.states and stmt.op == "--":
-                raise PipelineError(f"`--{name}`: a PipelineState only moves forward",
-                                    pos.line, pos.column,
-                                    hint=f"CUTLASS's PipelineState has `++{name}` and "
-                                         f"`{name}.advance(n)`, no `--`")
-            if field is None and name in self.scope.states:
-                raise PipelineError(f"`{name}` is a PipelineState: advance it with `++{name}` "
-                                    "or assign one of its fields", pos.line, pos.column)
-            raise self.scope.unknown(target, pos)
-        ref = Name(target, pos) if field is None else Field(Name(name, pos), field, pos)
-        if stmt.op in ("++", "--"):
-            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
-        elif stmt.op == "=":
-            value = stmt.value
-        else:
-            value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
-        return ((self.scope.registers[target], compile_expr(value, self.scope)),)
-
-    def element_updates(self, stmt: Simple) -> tuple:
-        """`a[i] op= e` on a register array. A constant `i` updates its register; a register
-        `i` updates every element, each keeping its value unless it is the one `i` names (so
-        `e` reads the array as it was), the first element's update stopping the run when `i`
-        is outside the array."""
-        name, field = stmt.target
-        pos = stmt.pos
-        if name not in self.scope.reg_arrays:
-            if name in self.scope.registers or name in self.scope.states:
-                raise PipelineError(f"`{name}` is not an array", pos.line, pos.column)
-            raise self.scope.unknown(name, pos)
-        if stmt.index is None:
-            raise PipelineError(f"`{name}` is a register array; name one element", pos.line,
-                                pos.column, hint=f"`{name}[i]`")
-        if field is not None or stmt.op.startswith("."):
-            raise PipelineError(f"`{name}[...]` is an integer; it has no fields", pos.line,
-                                pos.column)
-        ref = syntax.Index(Name(name, pos), stmt.index, pos)
-        if stmt.op in ("++", "--"):
-            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
-        elif stmt.op == "=":
-            value = stmt.value
-        else:
-            value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
-        first, size = self.scope.reg_arrays[name]
-        index = compile_expr(stmt.index, self.scope)
-        new = compile_expr(value, self.scope)
-        if index.const is not None:
-            if not 0 <= index.const < size:
-                if not self.scope.dead:
-                    raise PipelineError(f"`{name}[{index.const}]` is out of range: `{name}` has "
-                                        f"{size} element(s)", stmt.index.pos.line,
-                                        stmt.index.pos.column)
-                return ((first, Expr(new.text, out_of_range(name, index.code, size))),)
-            return ((first + index.const, new),)
-        if any(f"r[{first + k}]" in index.code for k in range(size)):
-            raise PipelineError(f"`{name}[...]`: the index reads `{name}` itself",
-                                stmt.index.pos.line, stmt.index.pos.column,
-                                hint="copy the index into a register first")
-        i = index.code
-        out = []
-        for k in range(size):
-            keep = f"r[{first + k}]"
-            if k == 0:
-                keep = (f"({keep} if 0 <= {i} and {i} < {size} else "
-                        f"{out_of_range(name, i, size)})")
-            out.append((first + k, Expr(new.text, f"({new.code} if {i} == {k} else {keep})")))
-        return tuple(out)
-
-    def advance(self, name: str, stmt: Simple) -> tuple:
-        """CUTLASS's `PipelineState::advance(num_iterations)` (also `s += n`), as
-        sm90_pipeline.hpp writes it: the phase flips when n < Stages and index + n reaches
-        Stages, or when n >= Stages and (index + n) / Stages is odd; index = (index + n) %
-        Stages; count += n. n is a `uint32_t` there: outside 0..2^32-1 the run stops."""
-        stages = self.scope.states[name]
-        i, p, c = (self.scope.registers[f"{name}.{f}"] for f in STATE_FIELDS)
-        n = compile_expr(stmt.value, self.scope)
-        if any(f"r[{reg}]" in n.code for reg in (i, p, c)):
-            raise PipelineError(f"`{name}.advance(...)`: the count reads `{name}` itself",
-                                stmt.value.pos.line, stmt.value.pos.column,
-                                hint="copy what it needs into a register first")
-        if n.const is not None and not 0 <= n.const < 2**32:
-            raise PipelineError(f"a PipelineState advances by 0..2^32-1; got {n.const}",
-                                stmt.value.pos.line, stmt.value.pos.column)
-        u, text = f"_uint({n.code})", f"{name}.advance({n.text})"
-        flip = (f"int(({u} < {stages} and r[{i}] + {u} >= {stages}) or ({u} >= {stages} and "
-                f"_mod(_div(r[{i}] + {u}, {stages}), 2) == 1))")
-        return ((p, Expr(text, f"(r[{p}] ^ {flip})")),
-                (i, Expr(text, f"_mod(r[{i}] + {u}, {stages})")),
-                (c, Expr(text, f"(r[{c}] + {u})")))
-
-    def copy(self, name: str, stmt: Simple) -> tuple:
-        """`t = s;`: CUTLASS's `PipelineState::operator=`, every field at once."""
-        other = stmt.value
-        if not isinstance(other, Name) or other.name not in self.scope.states:
-            raise PipelineError(f"`{name}` is a PipelineState: assign it another one, or one "
-                                "of its fields", stmt.pos.line, stmt.pos.column)
-        self.same_stages(other, self.scope.states[name], name)
-        regs = self.scope.registers
-        return tuple((regs[f"{name}.{f}"],
-                      Expr(f"{name} = {other.name}", f"r[{regs[f'{other.name}.{f}']}]"))
-                     for f in STATE_FIELDS)
 
     # -------------------------------------------------------------------------------- helpers
 
@@ -437,7 +311,7 @@ class AgentBuilder:
             line=ctx.line if ctx else stmt.pos.line,
             mapping=dict(zip(helper.params, stmt.args, strict=True)),
             words=dict(zip(helper.params, args_text, strict=True)),
-            comment=_comment(self.text, stmt.pos) if ctx is None else ctx.comment,
+            comment=trailing_comment(self.text, stmt.pos) if ctx is None else ctx.comment,
             outer=ctx)
         body = tuple(substitute(s, context.mapping) for s in helper.body)
         try:
@@ -451,145 +325,8 @@ class AgentBuilder:
     def display(self, stmt, ctx) -> str:
         """What the UI shows for a step: its source line, or `helper: line` inside a call."""
         if ctx is None:
-            return _line_text(self.text, stmt.pos)
+            return line_text(self.text, stmt.pos)
         own = ctx.source[stmt.pos.start:stmt.pos.end] if stmt.pos.end else ""
-        own = _substitute_words(own, ctx.words)
+        own = substitute_words(own, ctx.words)
         text = f"{ctx.name}: {own}"
         return f"{text}  {ctx.comment}" if ctx.comment else text
-
-
-@dataclass(frozen=True)
-class Expansion:
-    """Where a helper's lines come from while its call is compiled."""
-
-    name: str
-    source: str
-    depth: int
-    line: int
-    mapping: dict
-    words: dict
-    comment: str
-    outer: object
-
-
-def _line_text(text: str, pos) -> str:
-    start = text.rfind("\n", 0, pos.start) + 1
-    end = text.find("\n", max(pos.end - 1, pos.start))
-    end = len(text) if end == -1 else end
-    return " ".join(part.strip() for part in text[start:end].splitlines() if part.strip())
-
-
-def _comment(text: str, pos) -> str:
-    end = text.find("\n", pos.end)
-    rest = text[pos.end:len(text) if end == -1 else end]
-    at = rest.find("//")
-    return rest[at:].strip() if at != -1 else ""
-
-
-def _substitute_words(text: str, words: dict) -> str:
-    import re
-
-    head, _, tail = text.partition(" ")
-    for name, value in words.items():
-        tail = re.sub(rf"\b{re.escape(name)}\b(?!\s*=[^=])", value, tail)
-    return f"{head} {tail}" if tail else head
-
-
-def _simple_text(stmt: Simple) -> str:
-    name, field = stmt.target
-    target = name if field is None else f"{name}.{field}"
-    if stmt.index is not None:
-        target = f"{name}[{text_of(stmt.index)}]"
-    if stmt.op in ("++", "--"):
-        return f"{stmt.op}{target}"
-    if stmt.op.startswith("."):
-        return f"{target}{stmt.op}({text_of(stmt.value)})"
-    return f"{target} {stmt.op} {text_of(stmt.value)}"
-
-
-def substitute(node, mapping: dict):
-    """A copy of a helper's statement or expression with its parameters replaced."""
-    if isinstance(node, Name):
-        return mapping.get(node.name, node)
-    if isinstance(node, Simple):
-        name, field = node.target
-        index = None if node.index is None else substitute(node.index, mapping)
-        arg = mapping.get(name)
-        if isinstance(arg, Name):
-            node = replace(node, target=(arg.name, field))
-        elif (isinstance(arg, syntax.Index) and isinstance(arg.base, Name) and field is None
-              and index is None):  # `h(ph[j])` where the helper writes its parameter
-            node = replace(node, target=(arg.base.name, None))
-            index = arg.index
-        value = None if node.value is None else substitute(node.value, mapping)
-        return replace(node, value=value, index=index)
-    if isinstance(node, tuple):
-        return tuple(substitute(n, mapping) for n in node)
-    if hasattr(node, "__dataclass_fields__") and not isinstance(node, syntax.Pos):
-        changes = {f.name: substitute(getattr(node, f.name), mapping) for f in fields(node)
-                   if f.name not in ("pos", "opcode", "name", "var", "op", "type")}
-        return replace(node, **changes)
-    return node
-
-
-def _waits_that_may_fail(nodes: list) -> None:
-    """A `try_wait` whose answer the program reads (an `if` on it: CUTLASS's
-    `consumer_try_wait`, then `consumer_wait(token)`) may return false before the phase
-    completes (PTX 9.7.13.15.16: the time limit), so the engine explores both answers
-    (`WAIT_MAY_FAIL`). One that only a loop reads, `while (!p) { try_wait p ...; }`, is the
-    blocking wait it stands for: a false answer would only come back to the same line."""
-    reads: dict[int, int] = {}
-    for node in nodes:
-        for code in _codes(node):
-            for reg in re.findall(r"r\[(\d+)\]", code):
-                reads[int(reg)] = reads.get(int(reg), 0) + 1
-    for j, node in enumerate(nodes):
-        if not (isinstance(node, Line) and node.kind in ("wait_parity", "wait_token")):
-            continue
-        dest, ref, third, how, hint = node.args
-        if how != WAIT_BLOCKS or dest == SINK or not reads.get(dest):
-            continue
-        before = nodes[j - 1] if j else None
-        after = nodes[j + 1] if j + 1 < len(nodes) else None
-        looped = (isinstance(before, Branch) and before.target == j + 2
-                  and isinstance(after, Jump) and after.target == j - 1
-                  and f"r[{dest}]" in before.cond.code)
-        if not looped:
-            nodes[j] = replace(node, args=(dest, ref, third, WAIT_MAY_FAIL, hint))
-
-
-def _codes(node):
-    """The code of every expression a node reads."""
-    if isinstance(node, Branch):
-        yield node.cond.code
-    elif isinstance(node, Assign):
-        yield from (e.code for _, e in node.updates)
-    elif isinstance(node, Line):
-        stack = list(node.args)
-        while stack:
-            arg = stack.pop()
-            if isinstance(arg, Expr):
-                yield arg.code
-            elif isinstance(arg, Ref):
-                stack.extend((arg.index, arg.cta))
-            elif isinstance(arg, tuple):
-                stack.extend(arg)
-            elif isinstance(arg, Line):
-                stack.extend(arg.args)
-
-
-def _mentions(node, reg: int) -> bool:
-    """Whether a node's operands hold the register number `reg` anywhere (destinations and
-    update targets are plain ints; expressions and array references are not looked into)."""
-    if isinstance(node, Assign):
-        return any(target == reg for target, _ in node.updates)
-    if not isinstance(node, Line):
-        return False
-    stack = list(node.args)
-    while stack:
-        arg = stack.pop()
-        if type(arg) is int and arg == reg:
-            return True
-        if isinstance(arg, tuple):
-            stack.extend(arg)
-    return False

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from app.sim.program import Program
 
-from .agents import AgentBuilder, substitute
+from .agents import AgentBuilder
 from .declarations import (
     ArrayDecl,
     cluster_constants,
@@ -32,6 +32,7 @@ from .declarations import (
     declarations,
 )
 from .errors import ParamError, PipelineError
+from .expansion import substitute
 from .exprs import Scope, constant
 from .limits import (
     MAX_AGENTS,
