@@ -1,7 +1,7 @@
 """Operand readers of the asynchronous families (app/sim/families: tensor copies, warpgroup
 MMAs, per-thread `cp.async`, `st.async` / `red.async`, bulk reductions): each reads one line's
 operands, in its form's order, into the engine's `Line.args`, and refuses at its column what
-PTX 9.1's syntax blocks do not allow. `o` is the line's `instructions.Operands`."""
+PTX 9.1's syntax blocks do not allow. `o` is the line's `operands.Operands`."""
 
 from __future__ import annotations
 
