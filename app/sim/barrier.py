@@ -77,9 +77,12 @@ class Mbarrier:
 
     def _require_valid(self, op: str) -> None:
         if not self.valid:
-            raise UndefinedBehavior(
-                "uninitialized", f"{op} on an mbarrier that is not initialized (or was invalidated)"
-            )
+            raise self._invalid(op)
+
+    @staticmethod
+    def _invalid(op: str) -> UndefinedBehavior:
+        return UndefinedBehavior(
+            "uninitialized", f"{op} on an mbarrier that is not initialized (or was invalidated)")
 
     def _complete_if_done(self) -> bool:
         if self.pending_arrivals == 0 and self.tx_count == 0:
@@ -102,7 +105,8 @@ class Mbarrier:
 
     def arrive(self, count: int = 1) -> bool:
         """`mbarrier.arrive`: `count` arrivals on the current phase; True if it completed."""
-        self._require_valid("mbarrier.arrive")
+        if not self.valid:
+            raise self._invalid("mbarrier.arrive")
         if count > self.pending_arrivals:
             raise UndefinedBehavior(
                 "over_arrival",
@@ -113,7 +117,8 @@ class Mbarrier:
 
     def arrive_drop(self, count: int = 1) -> bool:
         """`mbarrier.arrive_drop`: leave the barrier for this and later phases, arriving now."""
-        self._require_valid("mbarrier.arrive_drop")
+        if not self.valid:
+            raise self._invalid("mbarrier.arrive_drop")
         if self.expected_arrivals - count < 1:
             raise UndefinedBehavior(
                 "drop_to_zero",
@@ -131,7 +136,8 @@ class Mbarrier:
 
     def expect_tx(self, nbytes: int) -> bool:
         """`mbarrier.expect_tx`: announce bytes the current phase must also wait for."""
-        self._require_valid("mbarrier.expect_tx")
+        if not self.valid:
+            raise self._invalid("mbarrier.expect_tx")
         if not 0 <= nbytes <= TX_LIMIT:
             raise ValueError(f"bytes must be in 0..{TX_LIMIT}")
         if self.tx_count + nbytes > TX_LIMIT:
@@ -145,7 +151,8 @@ class Mbarrier:
 
     def arrive_expect_tx(self, nbytes: int) -> bool:
         """`mbarrier.arrive.expect_tx`: `expect_tx(bytes)`, then one arrival."""
-        self._require_valid("mbarrier.arrive.expect_tx")
+        if not self.valid:
+            raise self._invalid("mbarrier.arrive.expect_tx")
         if self.pending_arrivals < 1:
             raise UndefinedBehavior("over_arrival", "arrive with no arrivals pending")
         self.expect_tx(nbytes)
@@ -153,7 +160,8 @@ class Mbarrier:
 
     def complete_tx(self, nbytes: int) -> bool:
         """`mbarrier.complete_tx`: bytes landed (what the TMA engine does); no arrival."""
-        self._require_valid("mbarrier.complete_tx")
+        if not self.valid:
+            raise self._invalid("mbarrier.complete_tx")
         if not 0 <= nbytes <= TX_LIMIT:
             raise ValueError(f"bytes must be in 0..{TX_LIMIT}")
         if self.tx_count - nbytes < -TX_LIMIT:
@@ -172,16 +180,19 @@ class Mbarrier:
         one just before the current one. The barrier cannot tell which earlier phase of that
         parity the caller meant, which is what makes a forgotten phase toggle return early.
         """
-        self._require_valid("mbarrier.test_wait.parity")
+        if not self.valid:
+            raise self._invalid("mbarrier.test_wait.parity")
         return (self.phase & 1) != parity
 
     def try_wait_parity(self, parity: int) -> bool:
         """`mbarrier.try_wait.parity`: the same answer; a pipeline agent stays blocked on False."""
-        self._require_valid("mbarrier.try_wait.parity")
+        if not self.valid:
+            raise self._invalid("mbarrier.try_wait.parity")
         return (self.phase & 1) != parity
 
     def inval(self) -> bool:
         """`mbarrier.inval`: the object is no longer an mbarrier until the next `init`."""
-        self._require_valid("mbarrier.inval")
+        if not self.valid:
+            raise self._invalid("mbarrier.inval")
         self.valid = False
         return False

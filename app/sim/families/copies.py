@@ -288,7 +288,8 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
     op = m.tma[k]
     record["agent"] = "tma"
     stage, c = op[OP_STAGE], op[OP_NEXT]
-    name = op_name(m, op)
+    kept = m.op_names.get(id(op))  # `op_name`'s cache, looked at here: this runs per chunk
+    name = kept[1] if kept is not None and kept[0] is op else op_name(m, op)
     if op[OP_DIR] == STORE and op[OP_WRITING]:
         record["op"] = "cp.async.bulk (writes land)"
         record["operands"] = {"op": name, "tile": tile_index(op[OP_TILE])}

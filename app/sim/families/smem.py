@@ -18,6 +18,7 @@ from ..core import (
     OP_STAGE,
     OP_TILE,
     STORE,
+    TILE_SPAN,
     W_GENERIC,
     W_GENERIC_FENCED,
     WRITER_NAMES,
@@ -86,7 +87,7 @@ def alias_write(m, stage: int, c: int, who: list[str], record: dict) -> None:
 def check_read(m, agents: list[str], stage: int, tile: int, record: dict, reader: str) -> bool:
     """`partial_read` / `stale_read`; True when every chunk holds the wanted tile."""
     chunks = m.chunks[stage]
-    ok = sum(1 for t, _ in chunks if t == tile)
+    ok = [t for t, _ in chunks].count(tile)
     n = len(chunks)
     stage_name = m.stage_names[stage]
     record["events"].append({"kind": "smem_read", "stage": stage_name,
@@ -203,8 +204,9 @@ def store_read(m, op: list, name: str, record: dict) -> None:
             f"The TMA store of {tile_word(m, op[OP_TILE])} (async proxy) read {stage_name}, "
             f"which was written with st.shared (generic proxy) and no fence.proxy.async: the "
             "store may read the old bytes.", agents=["tma", agent], stage=stage_name))
-    record["events"].append({"kind": "chunk_stored", "op": name, "stage": stage_name,
-                             "chunk": c, "tile": tile_index(m.chunks[stage][c][0])})
+    tile = m.chunks[stage][c][0]
+    record["events"].append({"kind": "chunk_stored", "op": name, "stage": stage_name, "chunk": c,
+                             "tile": None if tile == NO_TILE else tile % TILE_SPAN})
 
 
 def _ld_global(m, a, r, args, record) -> None:
