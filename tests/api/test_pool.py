@@ -82,3 +82,21 @@ def test_background_workers_leave_the_servers_session_and_its_cpu_share():
     assert check_sid != os.getsid(0) and check_nice == min(19, ours + 10)
     assert check_group.strip().endswith("nice 10")
     assert window_sid == os.getsid(0) and window_nice == min(19, ours + 2)
+
+
+def test_shutdown_unlinks_the_pools_semaphores():
+    """uvicorn ends by raising the SIGTERM it caught again, so no atexit hook unlinks them: the
+    pool lets go of them at shutdown (else the resource tracker warns of leaked semaphores)."""
+    import _multiprocessing
+
+    pool = WorkPool("test", 1, 0)
+    try:
+        run_async(lambda: pool.run(pid), 60)
+        names = [lock._semlock.name for lock in (pool.reports._rlock, pool.reports._wlock,
+                                                 pool.spare_lock)]
+    finally:
+        pool.shutdown()
+    assert all(names)
+    for name in names:
+        with pytest.raises(FileNotFoundError):
+            _multiprocessing.sem_unlink(name)
