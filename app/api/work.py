@@ -12,14 +12,12 @@ from app.core.config import settings
 from app.core.pool import WorkPool
 
 checks = WorkPool("check", settings.check_concurrency, settings.check_queue,
-                  settings.pool_start_method, background=True,
+                  settings.pool_start_method,
                   max_rss=(3 * settings.check_max_memory_mb + 512) << 20)
 """Each check's deadline comes from its own `timeout_s` (app.api.routes.check). Its memory
 bound is the search's own estimate's (`MBI_CHECK_MAX_MEMORY_MB`) with room: a stored state
 costs about 2.6 times its estimate in resident memory (docs/checker.md), so the watchdog only
-stops a check whose estimate went wrong. Its workers are `background` (app.core.priority): a
-search yields the CPU to the server's session, whose students wait on their steps and windows
-now."""
+stops a check whose estimate went wrong."""
 builds = WorkPool("build", settings.build_workers, settings.build_queue,
                   settings.pool_start_method, timeout_s=settings.build_timeout_s,
                   max_rss=settings.worker_max_memory_mb << 20)

@@ -24,7 +24,6 @@ from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from app.core.priority import lower_priority
 from app.scenarios import ParamError, PipelineError
 from app.sim.machine import MoveError
 
@@ -45,17 +44,17 @@ _spare = None
 _spare_lock = None
 
 
-def _init(flags, reports, nice: int, parent: int, spare=None, spare_lock=None,
-          background: bool = False) -> None:
+def _init(flags, reports, nice: int, parent: int, spare=None, spare_lock=None) -> None:
     """Runs first in each worker. The workers run at a lower priority than the server: on a
-    small machine a search takes the idle CPU, not the event loop's (`lower_priority`). The
-    watchdog starts: it ends a job past its deadline, its memory bound or (after
-    `CANCEL_GRACE_S`) its cancel, and the worker itself once the server process that started it
-    is gone."""
+    small machine a search takes the idle CPU, not the event loop's. The watchdog starts: it
+    ends a job past its deadline, its memory bound or (after `CANCEL_GRACE_S`) its cancel, and
+    the worker itself once the server process that started it is gone."""
     global _flags, _reports, _spare, _spare_lock
     _flags, _reports = flags, reports
     _spare, _spare_lock = spare, spare_lock
-    lower_priority(nice, background)
+    if nice:
+        with contextlib.suppress(OSError, AttributeError):
+            os.nice(nice)
     signal.signal(STOP_SIGNAL, _stop_job)
     watched = os.getppid() if parent < 0 else parent
     threading.Thread(target=_watchdog, args=(watched, threading.main_thread().ident),
@@ -239,17 +238,13 @@ class WorkPool:
     arguments; cancelling the awaiting task raises the job's cancel flag."""
 
     def __init__(self, name: str, workers: int, queue: int, start_method: str = "spawn",
-                 nice: int = 10, timeout_s: float | None = None, max_rss: int = 0,
-                 background: bool = False):
+                 nice: int = 10, timeout_s: float | None = None, max_rss: int = 0):
         self.name = name
         self.timeout_s = timeout_s
         """Seconds a job may take from its submission (queue included) unless `run` says."""
         self.max_rss = max_rss
         """Bytes of resident memory a worker may reach in a job (0: no bound)."""
         self.nice = nice
-        self.background = background
-        """Whether its workers leave the server's session (`lower_priority`): work no client
-        waits on at once."""
         self.workers = max(1, workers)
         self.limit = self.workers + max(0, queue)
         self.start_method = start_method
@@ -301,7 +296,7 @@ class WorkPool:
                                                 initializer=_init,
                                                 initargs=(self.flags, self.reports,
                                                           self.nice, parent, self.spare,
-                                                          self.spare_lock, self.background))
+                                                          self.spare_lock))
             self.reader = threading.Thread(target=self._read, name=f"{self.name}-reports",
                                            daemon=True)
             self.reader.start()

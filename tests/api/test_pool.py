@@ -60,30 +60,6 @@ def test_pool_under_each_start_method(method):
     assert pool.executor is None
 
 
-def priority() -> tuple[int, int, str]:
-    with open("/proc/self/autogroup") as autogroup:
-        return os.getsid(0), os.nice(0), autogroup.read()
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroup (Linux)")
-def test_background_workers_leave_the_servers_session_and_its_cpu_share():
-    """A check's search niced within the server's session would still spend that session's
-    share of the CPU under autogroup: it runs in a session of its own, niced as much; a window
-    worker stays in the server's."""
-    checks = WorkPool("check", 1, 0, nice=10, background=True)
-    windows = WorkPool("window", 1, 0, nice=2)
-    try:
-        check_sid, check_nice, check_group = run_async(lambda: checks.run(priority), 60)
-        window_sid, window_nice, _ = run_async(lambda: windows.run(priority), 60)
-    finally:
-        checks.shutdown()
-        windows.shutdown()
-    ours = os.nice(0)
-    assert check_sid != os.getsid(0) and check_nice == min(19, ours + 10)
-    assert check_group.strip().endswith("nice 10")
-    assert window_sid == os.getsid(0) and window_nice == min(19, ours + 2)
-
-
 def test_shutdown_unlinks_the_pools_semaphores():
     """uvicorn ends by raising the SIGTERM it caught again, so no atexit hook unlinks them: the
     pool lets go of them at shutdown (else the resource tracker warns of leaked semaphores)."""
