@@ -12,8 +12,9 @@ is a digest of its bytes, and a client that holds it gets 304. Two forms:
   changed since the step before (`app.sim.snapshot.patch`), a third of the bytes;
 - `snapshots=false`: the step records alone.
 
-A window is encoded once and compressed once per encoding (zstd, gzip) in the worker; the event
-loop only picks the bytes a client accepts.
+A window is encoded once in the worker, and compressed there in the coding its first client
+prefers (zstd, else gzip); another coding only when a client that needs it asks (most of a
+class's browsers accept the same one). The event loop only picks the bytes a client accepts.
 """
 
 from __future__ import annotations
@@ -130,38 +131,57 @@ def _run_of(serial: int, blob: bytes) -> Run:
 
 
 def build_window(serial: int, blob: bytes, first: int, last: int, form: Form,
-                 picks: tuple = ()) -> tuple[bytes, bytes, bytes | None, str, float]:
-    """In a window worker: (the window's JSON, gzipped, zstd-compressed or None, its ETag, the
-    CPU seconds it took)."""
+                 picks: tuple = (), coding: str | None = None
+                 ) -> tuple[bytes, str, dict[str, bytes], float]:
+    """In a window worker: (the window's JSON, its ETag, {`coding`: the JSON so compressed},
+    the CPU seconds it took)."""
     started = time.process_time()
+    # A window shares parts between its steps, but no part holds itself: no cycle to look for.
     body = json.dumps(window_doc(_run_of(serial, blob), first, last, form, picks),
-                      separators=(",", ":")).encode()
+                      separators=(",", ":"), check_circular=False).encode()
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-    squeezed = _zstd_compress(body) if _zstd_compress is not None else None
-    return (body, gzip.compress(body, GZIP_LEVEL, mtime=0), squeezed, etag,
-            time.process_time() - started)
+    coded = {coding: compress(body, coding)} if coding is not None else {}
+    return body, etag, coded, time.process_time() - started
+
+
+def compress(body: bytes, coding: str) -> bytes:
+    return _zstd_compress(body) if coding == "zstd" else gzip.compress(body, GZIP_LEVEL, mtime=0)
+
+
+def timed_compress(body: bytes, coding: str) -> tuple[bytes, float]:
+    """In a window worker: `body` compressed in `coding`, and the CPU seconds it took."""
+    started = time.process_time()
+    return compress(body, coding), time.process_time() - started
 
 
 # ------------------------------------------------------------------------ in the server
 
-@dataclass(frozen=True, slots=True)
+CODINGS = ("zstd", "gzip") if _zstd_compress is not None else ("gzip",)
+"""The Content-Encodings a window is sent in, the preferred first."""
+
+
+def preferred_coding(accept_encoding: str) -> str | None:
+    """The coding a client that sends `accept_encoding` gets (None: the JSON as it is)."""
+    accepted = accepted_encodings(accept_encoding)
+    return next((coding for coding in CODINGS if coding in accepted), None)
+
+
+@dataclass(slots=True)
 class Window:
     body: bytes
-    gzip: bytes
-    zstd: bytes | None
     etag: str
+    coded: dict[str, bytes]
+    """The body compressed, by Content-Encoding: those that clients asked for so far."""
 
     @property
     def size(self) -> int:
-        return len(self.body) + len(self.gzip) + len(self.zstd or b"")
+        return len(self.body) + sum(map(len, self.coded.values()))
 
     def encoded(self, accept_encoding: str) -> tuple[bytes, str | None]:
         """The bytes for a client that sends `accept_encoding`, and their Content-Encoding."""
-        accepted = accepted_encodings(accept_encoding)
-        if self.zstd is not None and "zstd" in accepted:
-            return self.zstd, "zstd"
-        if "gzip" in accepted:
-            return self.gzip, "gzip"
+        coding = preferred_coding(accept_encoding)
+        if coding in self.coded:
+            return self.coded[coding], coding
         return self.body, None
 
 
@@ -205,6 +225,13 @@ class WindowCache:
             _, old = self.windows.popitem(last=False)
             self.bytes -= old.size
 
+    def add_coding(self, key: tuple, window: Window, coding: str, data: bytes) -> None:
+        """`window` (kept under `key`, or no longer) compressed in one more coding."""
+        if coding not in window.coded:
+            window.coded[coding] = data
+            if self.windows.get(key) is window:
+                self.bytes += len(data)
+
 
 cache = WindowCache()
 
@@ -237,15 +264,17 @@ async def window_response(request: Request, entry: Entry, first: int, last: int 
                           form: Form, cache_control: str, clients: tuple[str, ...]) -> Response:
     """Answer steps `first..last` of `entry`'s run in `form` (`window_of`); 304 for a client
     that holds it (its ETag)."""
-    return window_answer(request, await window_of(entry, first, last, form, clients),
-                         cache_control)
+    window = await window_of(entry, first, last, form, clients,
+                             request.headers.get("accept-encoding", ""))
+    return window_answer(request, window, cache_control)
 
 
 async def window_of(entry: Entry, first: int, last: int | None, form: Form,
-                    clients: tuple[str, ...]) -> Window:
+                    clients: tuple[str, ...], accept_encoding: str = "") -> Window:
     """Steps `first..last` of `entry`'s run (to as many as a window holds when `last` is
-    None) in `form`: from this process's windows, else built in the window pool (its CPU
-    time charged to `clients`, app.core.clients)."""
+    None) in `form`, compressed as a client that sends `accept_encoding` prefers: from this
+    process's windows, else built in the window pool (its CPU time charged to `clients`,
+    app.core.clients)."""
     window_steps = _window_limit(form)
     first = max(first, 1)
     if last is None:
@@ -258,8 +287,13 @@ async def window_of(entry: Entry, first: int, last: int | None, form: Form,
                                f"asked for {last - first + 1}")
     last = min(last, max(first - 1, entry.run.total_steps))  # one window, however it is asked
     key = (entry.key, first, last, form)
+    coding = preferred_coding(accept_encoding)
     window = cache.get(key)
-    return window if window is not None else await _build(key, entry, clients)
+    if window is None:
+        window = await _build(key, entry, clients, coding)
+    if coding is not None and coding not in window.coded:
+        await _compress(key, window, coding, clients)
+    return window
 
 
 def window_answer(request: Request, window: Window, cache_control: str | None) -> Response:
@@ -276,16 +310,29 @@ def window_answer(request: Request, window: Window, cache_control: str | None) -
     return Response(body, media_type="application/json", headers=headers)
 
 
-async def _build(key: tuple, entry: Entry, clients: tuple[str, ...]) -> Window:
-    """The window of `key`, built once however many clients ask for it at once."""
+async def _build(key: tuple, entry: Entry, clients: tuple[str, ...],
+                 coding: str | None) -> Window:
+    """The window of `key`, built once however many clients ask for it at once, compressed
+    in `coding` (its first client's)."""
     async def build() -> Window:
         window_admit(clients)
         _, first, last, form = key
         *parts, cpu = await windows_pool.run(build_window, entry.serial, run_blob(entry),
-                                             first, last, form, entry.key.picks)
+                                             first, last, form, entry.key.picks, coding)
         window = Window(*parts)
         window_charge(clients, cpu)
         cache.put(key, window, (settings.window_cache_mb << 20) // max(1, settings.workers))
         return window
 
     return await shared(_building, key, build)
+
+
+async def _compress(key: tuple, window: Window, coding: str, clients: tuple[str, ...]) -> None:
+    """`window` compressed in `coding` too, in the window pool, once however many ask."""
+    async def squeeze() -> None:
+        window_admit(clients)
+        data, cpu = await windows_pool.run(timed_compress, window.body, coding)
+        window_charge(clients, cpu)
+        cache.add_coding(key, window, coding, data)
+
+    await shared(_building, (key, coding), squeeze)

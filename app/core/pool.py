@@ -441,3 +441,8 @@ class WorkPool:
             self.reports.put(None)
         if self.reader is not None:
             self.reader.join(timeout=5)
+        # Their POSIX semaphores are unlinked when they are collected: uvicorn ends by raising
+        # the SIGTERM it caught again, which skips the atexit hook that would (the resource
+        # tracker then warns of "leaked semaphore objects").
+        del executor, processes, manager
+        self.reports = self.spare_lock = None

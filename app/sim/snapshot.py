@@ -89,6 +89,53 @@ class Snapshots:
             parts.update(slot[3])
         return _ordered(parts)
 
+    def take_base(self) -> dict:
+        """`take()`, the snapshot that `patch_next` then patches from."""
+        base = self.take()
+        self.values = dict(base)
+        return base
+
+    def patch_next(self) -> dict:
+        """`patch(before, take())`, `before` the snapshot of the step before (`take_base`, then
+        each `patch_next`), without building the snapshot: a part whose inputs did not change
+        is not looked at, only what was rebuilt is compared."""
+        m, values = self.m, self.values
+        replaced, items = {"step": m.step_no}, {}
+        values["step"] = m.step_no
+        if m.status != values["status"]:
+            replaced["status"] = values["status"] = m.status
+        agents, agent_inputs = self.agents, self.agent_inputs
+        moved = {}
+        for a in range(m.n_agents):
+            inputs = (list(m.regs[a]), m.waiting_on(a), m.wait_at(a))
+            if inputs != agent_inputs[a]:
+                agent_inputs[a] = inputs
+                agent = _agent(m, a, inputs[1], inputs[2])
+                if agent != agents[a]:
+                    moved[str(a)] = agent
+                agents[a] = agent
+        if moved:
+            items["agents"] = moved
+        for slot in self.parts:
+            build, inputs_of = slot[0], slot[1]
+            if inputs_of is None:
+                part = build(m)
+            else:
+                inputs = inputs_of(m)
+                if inputs == slot[2]:
+                    continue
+                slot[2], slot[3] = inputs, build(m)
+                part = slot[3]
+            for name, value in part.items():
+                _compare(name, value, values.get(name), replaced, items)
+                values[name] = value
+        order = values.keys()
+        if len(replaced) > 1:
+            replaced = {name: replaced[name] for name in order if name in replaced}
+        if len(items) > 1:
+            items = {name: items[name] for name in order if name in items}
+        return {"set": replaced, "items": items}
+
 
 def patch(old: dict, new: dict) -> dict:
     """What changed from snapshot `old` to `new`: `set` (fields replaced whole) and `items`
@@ -96,16 +143,20 @@ def patch(old: dict, new: dict) -> dict:
     it; a part or item that is the same object (`Snapshots`) is skipped unread."""
     replaced, items = {}, {}
     for name, value in new.items():
-        before = old.get(name)
-        if value is before or value == before:
-            continue
-        if (isinstance(value, list) and isinstance(before, list)
-                and len(value) == len(before)):
-            items[name] = {str(i): v for i, (v, b) in enumerate(zip(value, before, strict=True))
-                           if v is not b and v != b}
-        else:
-            replaced[name] = value
+        _compare(name, value, old.get(name), replaced, items)
     return {"set": replaced, "items": items}
+
+
+def _compare(name: str, value, before, replaced: dict, items: dict) -> None:
+    """One field of `patch`: unchanged, its changed items (a list of the same length) or
+    replaced whole."""
+    if value is before or value == before:
+        return
+    if isinstance(value, list) and isinstance(before, list) and len(value) == len(before):
+        items[name] = {str(i): v for i, (v, b) in enumerate(zip(value, before, strict=True))
+                       if v is not b and v != b}
+    else:
+        replaced[name] = value
 
 
 def layout(m) -> dict:

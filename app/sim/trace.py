@@ -17,7 +17,7 @@ from . import livelock
 from .config import PipelineConfig
 from .machine import RUNNING, Machine, MoveError
 from .schedule import Manual, RoundRobin, Schedule, SeededRandom
-from .snapshot import Snapshots, patch
+from .snapshot import Snapshots
 
 FORMAT = "mbarrier-inspector/trace"
 VERSION = 1
@@ -229,16 +229,12 @@ class Run:
         last = min(last, self.total_steps)
         machine = self.machine_at(min(first - 1, self.total_steps))
         snapshots = Snapshots(machine)
-        base = before = snapshots.take()
-        records = self._replay(machine, first, last, snapshots) if first <= last else []
-        for record in records:
-            now = record.pop("snapshot")
-            record["patch"] = patch(before, now)
-            before = now
+        base = snapshots.take_base()
+        records = self._replay(machine, first, last, snapshots, patches=True)
         return base, records
 
-    def _replay(self, machine: Machine, first: int, last: int,
-                snapshots: Snapshots | None) -> list[dict]:
+    def _replay(self, machine: Machine, first: int, last: int, snapshots: Snapshots | None,
+                patches: bool = False) -> list[dict]:
         out = []
         for move in self.choices[first - 1:last]:
             record = machine.step(move)
@@ -246,7 +242,9 @@ class Run:
                 record["diagnostics"].extend(
                     d for d in self.diagnostics
                     if d["kind"] == livelock.LIVELOCK and d["step"] == machine.step_no)
-            if snapshots is not None:
+            if patches:
+                record["patch"] = snapshots.patch_next()
+            elif snapshots is not None:
                 record["snapshot"] = snapshots.take()
             out.append(record)
         return out

@@ -58,3 +58,21 @@ def test_pool_under_each_start_method(method):
         pool.shutdown()
     assert reports and freed_after < 1.0 and field == "stages"
     assert pool.executor is None
+
+
+def test_shutdown_unlinks_the_pools_semaphores():
+    """uvicorn ends by raising the SIGTERM it caught again, so no atexit hook unlinks them: the
+    pool lets go of them at shutdown (else the resource tracker warns of leaked semaphores)."""
+    import _multiprocessing
+
+    pool = WorkPool("test", 1, 0)
+    try:
+        run_async(lambda: pool.run(pid), 60)
+        names = [lock._semlock.name for lock in (pool.reports._rlock, pool.reports._wlock,
+                                                 pool.spare_lock)]
+    finally:
+        pool.shutdown()
+    assert all(names)
+    for name in names:
+        with pytest.raises(FileNotFoundError):
+            _multiprocessing.sem_unlink(name)

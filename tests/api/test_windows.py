@@ -144,18 +144,41 @@ def test_a_window_is_compressed_once_in_the_coding_the_client_accepts(client):
     assert squeezed.content == plain.content
 
 
+def test_a_window_is_compressed_only_in_the_codings_its_clients_asked_for(client):
+    """A class's browsers accept one coding: the worker compresses a window in its first
+    client's, and in another only when a client that needs it asks."""
+    from app.api import windows
+
+    if "zstd" not in windows.CODINGS:
+        pytest.skip("no zstd codec in this Python")
+    view = session(client, params={"tiles": 20})
+    path = f"{API}/sessions/{view['id']}/trace"
+    query = {"from": 1, "to": 100, "patches": "true"}
+    squeezed = client.get(path, params=query, headers={"accept-encoding": "gzip, zstd"})
+    assert squeezed.headers["content-encoding"] == "zstd"
+    key, window = next((k, w) for k, w in windows.cache.windows.items()
+                       if w.etag == squeezed.headers["etag"])
+    assert set(window.coded) == {"zstd"}
+    held = windows.cache.bytes
+    zipped = client.get(path, params=query, headers={"accept-encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert zipped.content == squeezed.content  # httpx inflated both: one document
+    assert set(window.coded) == {"zstd", "gzip"} and windows.cache.get(key) is window
+    assert windows.cache.bytes == held + len(window.coded["gzip"])
+
+
 def test_accept_encoding_is_read_with_its_weights():
     assert accepted_encodings("gzip, deflate, br, zstd") == {"gzip", "deflate", "br", "zstd"}
     assert accepted_encodings("zstd;q=0, gzip;q=0.5") == {"gzip"}
     assert accepted_encodings("") == set()
-    window = Window(b"{}", gzip.compress(b"{}"), b"z", '"t"')
-    assert window.encoded("zstd;q=0, gzip") == (window.gzip, "gzip")
+    window = Window(b"{}", '"t"', {"gzip": gzip.compress(b"{}"), "zstd": b"z"})
+    assert window.encoded("zstd;q=0, gzip") == (window.coded["gzip"], "gzip")
     assert window.encoded("identity") == (b"{}", None)
 
 
 def test_the_window_cache_is_bounded_in_bytes():
     cache = WindowCache()
-    windows = [Window(bytes(100), bytes(10), None, f'"{i}"') for i in range(10)]
+    windows = [Window(bytes(100), f'"{i}"', {"gzip": bytes(10)}) for i in range(10)]
     for i, window in enumerate(windows):
         cache.put(("run", i), window, budget=330)
     assert cache.bytes <= 330 and len(cache.windows) == 3

@@ -1,8 +1,10 @@
 """Consecutive snapshots (app.sim.snapshot.Snapshots) reuse the parts that did not change: each
 one must still equal the snapshot built from scratch, over every scenario and every program of
-the engine's tests, and a window's patches must rebuild every snapshot from its base."""
+the engine's tests, and a window's patches (`Snapshots.patch_next`) must rebuild every snapshot
+from its base and be, byte for byte, `patch` of the fresh snapshots."""
 
 import copy
+import json
 
 import pytest
 
@@ -59,6 +61,9 @@ def assert_consecutive(run: Run) -> None:
         for record in records:
             state = apply(state, record["patch"])
             assert state == expected[record["step"]]
+            step = record["step"]  # the same bytes as patching fresh snapshots, in their order
+            assert json.dumps(record["patch"]) == json.dumps(patch(expected[step - 1],
+                                                                   expected[step]))
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: s.kind)

@@ -114,5 +114,5 @@ async def post_trace(body: TraceBody, request: Request):
     where = (address(request.scope),)
     entry = await store.get(key, clients=where)
     window = await window_of(entry, body.first, body.last, window_form(body.snapshots, False),
-                             where)
+                             where, request.headers.get("accept-encoding", ""))
     return window_answer(request, window, None)

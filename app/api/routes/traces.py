@@ -83,7 +83,8 @@ async def run_window(scenario_id: str, request: Request, params: dict, bugs, sch
     key = canonical_key(scenario_id, params, bugs, schedule, TRACE_LIMIT)
     where = (address(request.scope),)
     entry = await store.get(key, clients=where)
-    return await window_of(entry, first, last, form, where)
+    return await window_of(entry, first, last, form, where,
+                           request.headers.get("accept-encoding", ""))
 
 
 async def get_trace_perfetto(**query) -> Response:
