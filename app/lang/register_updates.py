@@ -52,12 +52,7 @@ class RegisterUpdates:
                                     "or assign one of its fields", pos.line, pos.column)
             raise self.scope.unknown(target, pos)
         ref = Name(target, pos) if field is None else Field(Name(name, pos), field, pos)
-        if stmt.op in ("++", "--"):
-            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
-        elif stmt.op == "=":
-            value = stmt.value
-        else:
-            value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
+        value = new_value(stmt, ref)
         return ((self.scope.registers[target], compile_expr(value, self.scope)),)
 
     def element_updates(self, stmt: Simple) -> tuple:
@@ -78,12 +73,7 @@ class RegisterUpdates:
             raise PipelineError(f"`{name}[...]` is an integer; it has no fields", pos.line,
                                 pos.column)
         ref = syntax.Index(Name(name, pos), stmt.index, pos)
-        if stmt.op in ("++", "--"):
-            value = BinOp(stmt.op[0], ref, Num(1, pos), pos)
-        elif stmt.op == "=":
-            value = stmt.value
-        else:
-            value = BinOp(stmt.op[:-1], ref, stmt.value, pos)
+        value = new_value(stmt, ref)
         first, size = self.scope.reg_arrays[name]
         index = compile_expr(stmt.index, self.scope)
         new = compile_expr(value, self.scope)
@@ -154,3 +144,13 @@ def simple_text(stmt: Simple) -> str:
     if stmt.op.startswith("."):
         return f"{target}{stmt.op}({text_of(stmt.value)})"
     return f"{target} {stmt.op} {text_of(stmt.value)}"
+
+
+def new_value(stmt: Simple, ref):
+    """The expression an update gives its target `ref`: `ref + 1` for `++`, `ref op e` for
+    `op=`, `e` for `=`."""
+    if stmt.op in ("++", "--"):
+        return BinOp(stmt.op[0], ref, Num(1, stmt.pos), stmt.pos)
+    if stmt.op == "=":
+        return stmt.value
+    return BinOp(stmt.op[:-1], ref, stmt.value, stmt.pos)
