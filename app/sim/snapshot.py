@@ -71,23 +71,35 @@ class Snapshots:
     def take(self) -> dict:
         """`snapshot(m)`, equal to it, sharing the parts that did not change."""
         m = self.m
-        agents, agent_inputs = self.agents, self.agent_inputs
+        self._refresh_agents()
+        parts = {"step": m.step_no, "status": m.status, "agents": list(self.agents)}
+        for slot in self.parts:
+            parts.update(self._refresh(slot)[0])
+        return _ordered(parts)
+
+    def _refresh_agents(self) -> list[tuple[int, dict | None]]:
+        """Rebuild the agents whose inputs changed; (agent, its part before) of each."""
+        m, agents, agent_inputs = self.m, self.agents, self.agent_inputs
+        rebuilt = []
         for a in range(m.n_agents):
             inputs = (list(m.regs[a]), m.waiting_on(a), m.wait_at(a))
             if inputs != agent_inputs[a]:
                 agent_inputs[a] = inputs
+                rebuilt.append((a, agents[a]))
                 agents[a] = _agent(m, a, inputs[1], inputs[2])
-        parts = {"step": m.step_no, "status": m.status, "agents": list(agents)}
-        for slot in self.parts:
-            build, inputs_of = slot[0], slot[1]
-            if inputs_of is None:
-                parts.update(build(m))
-                continue
-            inputs = inputs_of(m)
-            if inputs != slot[2]:
-                slot[2], slot[3] = inputs, build(m)
-            parts.update(slot[3])
-        return _ordered(parts)
+        return rebuilt
+
+    def _refresh(self, slot: list) -> tuple[dict, bool]:
+        """A family's part, rebuilt where its inputs changed (or it declares none); and whether
+        it was."""
+        build, inputs_of = slot[0], slot[1]
+        if inputs_of is None:
+            return build(self.m), True
+        inputs = inputs_of(self.m)
+        if inputs == slot[2]:
+            return slot[3], False
+        slot[2], slot[3] = inputs, build(self.m)
+        return slot[3], True
 
     def take_base(self) -> dict:
         """`take()`, the snapshot that `patch_next` then patches from."""
@@ -104,28 +116,14 @@ class Snapshots:
         values["step"] = m.step_no
         if m.status != values["status"]:
             replaced["status"] = values["status"] = m.status
-        agents, agent_inputs = self.agents, self.agent_inputs
-        moved = {}
-        for a in range(m.n_agents):
-            inputs = (list(m.regs[a]), m.waiting_on(a), m.wait_at(a))
-            if inputs != agent_inputs[a]:
-                agent_inputs[a] = inputs
-                agent = _agent(m, a, inputs[1], inputs[2])
-                if agent != agents[a]:
-                    moved[str(a)] = agent
-                agents[a] = agent
+        moved = {str(a): self.agents[a] for a, before in self._refresh_agents()
+                 if self.agents[a] != before}
         if moved:
             items["agents"] = moved
         for slot in self.parts:
-            build, inputs_of = slot[0], slot[1]
-            if inputs_of is None:
-                part = build(m)
-            else:
-                inputs = inputs_of(m)
-                if inputs == slot[2]:
-                    continue
-                slot[2], slot[3] = inputs, build(m)
-                part = slot[3]
+            part, rebuilt = self._refresh(slot)
+            if not rebuilt:
+                continue
             for name, value in part.items():
                 _compare(name, value, values.get(name), replaced, items)
                 values[name] = value
