@@ -16,6 +16,7 @@ import ctypes
 import gc
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
@@ -69,6 +70,9 @@ CANCEL_GRACE_S = 1.0
 """A cancelled job that has not stopped by itself (every loop of the checker looks at its flag)
 this long after is stopped by its watchdog."""
 STOP_SIGNAL = signal.SIGUSR1
+STOP_READER_S = 1.0
+"""How long ending a report reader waits for its queue's write lock, then for the thread."""
+_SENTINEL = pickle.dumps(None)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -370,7 +374,7 @@ class WorkPool:
             future.cancel()
             raise
         except (BrokenProcessPool, FutureCancelled):
-            self.reset()
+            self.reset(executor)
             raise Busy(f"a {self.name} worker stopped; try again") from None
         if outcome[0] == "stopped":
             raise Busy(self._why_stopped(outcome[1], until), retry_after=10)
@@ -406,11 +410,34 @@ class WorkPool:
                     f"{self.timeout_s or 0:g} s with its wait for a worker) and was stopped")
         return f"the {self.name} job was cancelled"
 
-    def reset(self) -> None:
-        """Drop a broken executor; the next job starts a fresh one."""
+    def reset(self, broken: ProcessPoolExecutor | None = None) -> None:
+        """Drop a broken executor (`broken`, else the current one) and its report reader; the
+        next job starts a fresh pair. A job of an executor dropped already resets nothing."""
+        if broken is not None and broken is not self.executor:
+            return
         executor, self.executor = self.executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+            self._stop_reader()
+
+    def _stop_reader(self) -> None:
+        """End the report reader with a sentinel on its queue. A worker killed inside `put`
+        (a broken pool terminates its workers) keeps the queue's write lock for ever: past a
+        short wait the sentinel goes without it (no live worker writes then), so this never
+        hangs the event loop."""
+        reports, reader = self.reports, self.reader
+        self.reader = None
+        if reports is None or reader is None:
+            return
+        lock = getattr(reports, "_wlock", None)
+        held = lock is None or lock.acquire(timeout=STOP_READER_S)
+        try:
+            with contextlib.suppress(OSError, ValueError):
+                reports._writer.send_bytes(_SENTINEL)
+        finally:
+            if held and lock is not None:
+                lock.release()
+        reader.join(timeout=STOP_READER_S)
 
     def shutdown(self, grace_s: float = GRACE_S) -> None:
         """Stop the workers: running jobs are told to cancel and get `grace_s` to stop; a
@@ -437,10 +464,7 @@ class WorkPool:
         manager = getattr(executor, "_executor_manager_thread", None)
         if manager is not None:
             manager.join(timeout=2)
-        with contextlib.suppress(OSError, ValueError):
-            self.reports.put(None)
-        if self.reader is not None:
-            self.reader.join(timeout=5)
+        self._stop_reader()
         # Their POSIX semaphores are unlinked when they are collected: uvicorn ends by raising
         # the SIGTERM it caught again, which skips the atexit hook that would (the resource
         # tracker then warns of "leaked semaphore objects").

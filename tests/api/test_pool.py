@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import threading
 import time
 
 import pytest
@@ -76,3 +78,46 @@ def test_shutdown_unlinks_the_pools_semaphores():
     for name in names:
         with pytest.raises(FileNotFoundError):
             _multiprocessing.sem_unlink(name)
+
+
+def _readers(name: str) -> list:
+    return [t for t in threading.enumerate() if t.name == f"{name}-reports" and t.is_alive()]
+
+
+def test_a_broken_pool_leaves_no_report_reader_behind():
+    """A worker killed under the pool breaks it; the pool starts afresh with one reader (the
+    old one, blocked on the old queue, is ended by a sentinel)."""
+    pool = WorkPool("broken", 1, 0)
+
+    async def scenario():
+        worker = await pool.run(pid)
+        os.kill(worker, signal.SIGKILL)
+        with pytest.raises(Busy):
+            for _ in range(50):  # bounded: the pool sees the death at once or after a job
+                await pool.run(pid)
+        assert await pool.run(pid) != worker
+        return await pool.run(pid)
+
+    try:
+        assert isinstance(run_async(scenario, 60), int)
+        assert len(_readers("broken")) == 1
+    finally:
+        pool.shutdown()
+    assert _readers("broken") == []
+
+
+def test_reset_ends_the_reader_when_a_dead_worker_holds_the_queues_lock():
+    """A worker terminated inside `put` keeps the report queue's write lock: the sentinel goes
+    without it after a short wait, so reset neither hangs nor leaves the reader."""
+    pool = WorkPool("locked", 1, 0)
+    try:
+        run_async(lambda: pool.run(pid), 60)
+        reader = pool.reader
+        assert pool.reports._wlock.acquire(timeout=1)  # as if a worker had died holding it
+        pool.reset()
+        assert not reader.is_alive() and pool.executor is None
+        pool.reports._wlock.release()
+        assert isinstance(run_async(lambda: pool.run(pid), 60), int)
+        assert len(_readers("locked")) == 1
+    finally:
+        pool.shutdown()
