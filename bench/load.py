@@ -77,16 +77,17 @@ def descendants(table: dict, root: int) -> list[int]:
 
 
 def cpu_of_tree(server: int, ours: dict[str, int]) -> dict[str, float]:
-    """CPU seconds (user + system) so far, by kind: the server processes; their pool workers
-    (multiprocessing spawned them) by priority: the window workers (niced less than 10 below
-    the server) and the check and build workers; and this bench's own processes (`ours`:
-    kind -> pid; "probes" is this process)."""
+    """CPU seconds (user + system) so far, by kind: the server processes (with several
+    workers, uvicorn spawns them at the server's own priority); their pool workers
+    (multiprocessing spawned them, niced below the server) by priority: the window workers
+    (niced less than 10 below the server) and the check and build workers; and this bench's own
+    processes (`ours`: kind -> pid; "probes" is this process)."""
     table = processes()
     out = {"server": 0.0, "windows": 0.0, "checks": 0.0}
     top = table.get(server, (0, 0))[1]
     for pid in descendants(table, server):
         _, nice, cpu, _, cmdline = table[pid]
-        kind = "server" if b"spawn_main" not in cmdline else \
+        kind = "server" if b"spawn_main" not in cmdline or nice == top else \
             "windows" if nice < min(19, top + 10) else "checks"
         out[kind] += cpu
     for kind, pid in ours.items():

@@ -509,7 +509,9 @@ class Independence:
             cur[x] = f = self.copy(op)
             near[x] = (flip(f), 0, 1 << op[OP_BAR])
             far[x] = (0, 0, 0)
-        movers = list(near)
+        # per slot (touches, arrives on, completes on): each mover, what it touches before its
+        # boundary, all it can touch, and whether it can move now
+        tables: list = [None, None, None]
         exits = self.exit_mask
         best: list[int] | None = None
         best_size = len(ready)
@@ -533,14 +535,19 @@ class Independence:
                             bit = self.flip(bit)
                     else:
                         bit, slot = cur[y] & ~exits, 0
-                    for z in movers:
-                        if z in members:
+                    table = tables[slot]
+                    if table is None:
+                        table = tables[slot] = [
+                            (z, near[z][slot], near[z][slot] | far[z][slot], z in moves_of)
+                            for z in near]
+                    for z, before, whole, enabled in table:
+                        if not whole & bit or z in members:
                             continue
-                        if near[z][slot] & bit and z in moves_of:
+                        if before & bit and enabled:
                             members.add(z)
                             work.append((z, 0))
                             size += len(moves_of[z])
-                        elif (near[z][slot] | far[z][slot]) & bit and z not in behind:
+                        elif z not in behind:
                             behind.add(z)
                             work.append((z, 1))
                 if size >= best_size:
