@@ -125,11 +125,14 @@ class Explorer:
             self.canonical.key = self.canonical.plain
             self.canonical.form = _as_it_is
         self.cyclic = can_cycle(cfg.program)
-        self.independence = (Independence(self.machine)
+        self.independence = (Independence(self.machine, self.cyclic)
                              if reduce and por and applies(self.machine, self.cyclic) else None)
         """The partial-order reduction (app/check/por.py) where it applies to this program."""
         self.persistent = False
         """Whether `successors` tries only a persistent set (the first pass of `explore`)."""
+        self.widen = False
+        """Set by the search while `successors` runs: the cycle proviso failed, so the state
+        is expanded fully once the chosen moves are made (`_explore`)."""
         self.guard: CloseGuard | None = None
         """What `close` consults in a long closure (set for each search)."""
         self.lent: parallel.Lent | None = None
@@ -197,9 +200,9 @@ class Explorer:
                            if machine.status == RUNNING else [])
                 now = share(machine.freeze(), frozen)
                 yield move, cost, record, closing, machine, after, now
-            if order is ready or not stopped:
+            if order is ready or not (stopped or self.widen):
                 return
-            order = ready  # a chosen move stops every mover: expand the state fully
+            order = ready  # a chosen move stops every mover, or the proviso: expand fully
 
     # ---------------------------------------------------------------------------- search
 
@@ -233,6 +236,7 @@ class Explorer:
         cost = out.cost
         cost.append(0)
         cyclic = self.cyclic
+        proviso = cyclic and self.persistent
         edge_start, edge_stop, edges, loop_fair = (out.edge_start, out.edge_stop, out.edges,
                                                    out.loop_fair)
         if cyclic:
@@ -247,7 +251,7 @@ class Explorer:
         budget.memory = lambda: (memory + canonical.part_bytes
                                  + EDGE_BYTES * len(edges) + 16 * len(edge_start))
         expanded = 0
-        early = EARLY_ANALYSIS if cyclic and limits.stop_at_first else 0
+        early = EARLY_ANALYSIS if cyclic and (limits.stop_at_first or any_first) else 0
         next_report = start + PROGRESS_EVERY_S
         try:
             while buckets:
@@ -273,7 +277,7 @@ class Explorer:
                     if early and expanded == early:  # stop_at_first: a fair cycle found so far
                         early *= 2
                         out.index = index
-                        livelock.analyse(self, out, budget)
+                        livelock.analyse(self, out, budget, stutters=self.persistent)
                         if LIVELOCK in out.found:
                             out.stopped_by = "first_violation"
                             return self._finish(out, start)
@@ -291,6 +295,7 @@ class Explorer:
                                               {k: f.steps for k, f in out.found.items()}))
                     children = [] if cyclic else None
                     looped: list[int] = []
+                    self.widen = proviso  # until a chosen move leaves the state (proviso)
                     for move, step_cost, record, closing, machine, after, reached_state in \
                             self.successors(frozen, node_pend):
                         out.transitions += 1
@@ -325,10 +330,14 @@ class Explorer:
                             child = ~child  # known at no higher cost: not queued again
                         if cyclic:
                             real = child if child >= 0 else ~child
-                            children.append(real)
+                            stutter = (real == node and reached_state == frozen
+                                       and after == node_pend)
+                            if not (proviso and stutter):
+                                children.append(real)
+                            if proviso and not stutter:
+                                self.widen = False  # a chosen move leaves the state
                             if real == node:  # exact (the same state) or renamed
-                                looped.append(move if reached_state == frozen
-                                              and after == node_pend else ~move)
+                                looped.append(move if stutter else ~move)
                         if child >= 0:
                             buckets.setdefault(reached, []).append(child)
                     if cyclic:
@@ -384,18 +393,24 @@ class Explorer:
         self.persistent = False
         first.exact = False
         first.persistent_states = first.states
-        if not first.found:
+        # a cycle of the reduced graph: a livelock may hide in the full one (docs/checker.md)
+        loops = bool(first.has_cycle) and first.complete
+        if not first.found and not loops:
             return first
         spent = time.perf_counter() - start
         left = replace(limits, timeout_s=max(limits.timeout_s - spent, 0.001),
                        max_states=max(limits.max_states - first.states, 1))
         second = self._explore(left, progress, cancel,
-                               targets=None if limits.stop_at_first else set(first.found),
+                               targets=None if limits.stop_at_first or loops
+                               else set(first.found),
                                start=time.perf_counter())
         kinds = set(first.found)
-        if first.complete and not set(second.found) <= kinds:
-            raise AssertionError(f"the partial-order pass missed {set(second.found) - kinds}: "
+        new = set(second.found) - kinds - ({LIVELOCK} if loops else set())
+        if first.complete and new:
+            raise AssertionError(f"the partial-order pass missed {new}: "
                                  "app/check/por.py's independence does not match this engine")
+        if loops:
+            return self._after_loops(first, second, start)
         if limits.stop_at_first:
             shortest = second.stopped_by == "first_violation" and bool(second.proven)
         else:
@@ -417,12 +432,45 @@ class Explorer:
         second.elapsed_s = time.perf_counter() - start
         return second
 
+    def _after_loops(self, first: Exploration, second: Exploration,
+                     start: float) -> Exploration:
+        """The answer where the persistent pass found a cycle: the full search's, which
+        alone decides a livelock; should a limit stop it, what either found, not complete."""
+        out = second
+        if (not second.complete and second.stopped_by != "first_violation"
+                and not set(first.found) <= set(second.found)):
+            out = first
+            out.transitions += second.transitions
+            out.complete, out.stopped_by = False, second.stopped_by
+        else:
+            out.states += first.states
+            out.transitions += first.transitions
+        out.persistent_states = first.states
+        out.started = start
+        out.elapsed_s = time.perf_counter() - start
+        return out
+
     def _finish(self, out: Exploration, start: float, budget: Budget | None = None,
                 index: dict | None = None) -> Exploration:
         """Close the search: where the program can cycle, look for a livelock in what was
         expanded (the whole graph, or after a limit, within a short grace of its own: a fair
         cycle of expanded states is a real one), then drop the edges."""
-        if (out.cyclic and budget is not None and index is not None
+        if out.cyclic and self.persistent and budget is not None:
+            out.has_cycle = livelock.has_cycle(out, budget.extended(GRACE_S))
+            if out.complete and not out.has_cycle:
+                out.index = index
+                try:  # only exact self-loops: the one-state components decide (Reduction 4)
+                    livelock.analyse(self, out, budget, stutters=True)
+                except Stop as stop:
+                    out.complete = False
+                    out.stopped_by = stop.reason
+            elif not out.complete and out.stopped_by not in ("first_violation", "cancelled"):
+                out.index = index
+                try:  # a fair cycle among what was expanded is a real one (docs/checker.md)
+                    livelock.analyse(self, out, budget.extended(GRACE_S), stutters=True)
+                except Stop:
+                    pass
+        elif (out.cyclic and budget is not None and index is not None
                 and out.stopped_by not in ("first_violation", "cancelled")):
             out.index = index
             work = budget if out.complete else budget.extended(GRACE_S)

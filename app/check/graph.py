@@ -96,6 +96,9 @@ class Exploration:
     pass of the partial-order reduction, app/check/por.py: its paths may be longer)."""
     persistent_states: int | None = None
     """States the persistent pass stored, where the partial-order reduction ran."""
+    has_cycle: bool | None = None
+    """Whether the expanded states hold a cycle (the persistent pass of a cyclic program only:
+    where none, no livelock is reachable at all; docs/checker.md, "Reduction 4")."""
     workers: int = 1
     """Processes the search ran on: itself and its helpers (app/check/parallel.py)."""
 
