@@ -133,6 +133,9 @@ class Explorer:
         self.widen = False
         """Set by the search while `successors` runs: the cycle proviso failed, so the state
         is expanded fully once the chosen moves are made (`_explore`)."""
+        self.pruned = 0
+        """States whose expansion in the persistent pass left out a move the full search
+        would try: where none did, that pass was the full search (`_two_passes`)."""
         self.guard: CloseGuard | None = None
         """What `close` consults in a long closure (set for each search)."""
         self.lent: parallel.Lent | None = None
@@ -162,7 +165,7 @@ class Explorer:
         machine.thaw(frozen)
         fast = self.fast_restore
         n_agents = machine.n_agents
-        twins = self.canonical.twins(frozen, pend)
+        twins = skipped = self.canonical.twins(frozen, pend)
         ready = list(machine.ready)
         chosen = self.independence.persistent(machine) if self.persistent else None
         if chosen is not None:
@@ -201,6 +204,9 @@ class Explorer:
                 now = share(machine.freeze(), frozen)
                 yield move, cost, record, closing, machine, after, now
             if order is ready or not (stopped or self.widen):
+                if chosen is not None and any(m not in done and m not in skipped
+                                              for m in ready):
+                    self.pruned += 1
                 return
             order = ready  # a chosen move stops every mover, or the proviso: expand fully
 
@@ -362,7 +368,9 @@ class Explorer:
         persistent pass decides the verdict and which kinds are reachable; where it found any,
         a second search without that reduction, bounded to stop once each of those kinds has a
         counterexample proven shortest (every kind's length in the first pass bounds it), gives
-        the shortest counterexamples (docs/checker.md, "Reduction 4"). Should a limit stop the
+        the shortest counterexamples (docs/checker.md, "Reduction 4"); a first pass that
+        left out no move the full search would try was that search and answers alone
+        (`pruned_states` 0). Should a limit stop the
         second pass first, the answer keeps the first pass's counterexamples, not known to be
         shortest.
 
@@ -387,12 +395,15 @@ class Explorer:
 
     def _two_passes(self, limits: Limits, progress, cancel) -> Exploration:
         start = time.perf_counter()
-        self.persistent = True
+        self.persistent, self.pruned = True, 0
         first = self._explore(replace(limits, stop_at_first=False), progress, cancel,
                               any_first=limits.stop_at_first, start=start)
         self.persistent = False
-        first.exact = False
         first.persistent_states = first.states
+        first.pruned_states = self.pruned if first.workers == 1 else None
+        if first.pruned_states == 0 and first.stopped_by != "first_violation":
+            return first  # every state tried every move: the full search (Reduction 4)
+        first.exact = False
         # a cycle of the reduced graph: a livelock may hide in the full one (docs/checker.md)
         loops = bool(first.has_cycle) and first.complete
         if not first.found and not loops:
@@ -423,7 +434,7 @@ class Explorer:
             second.complete, second.stopped_by = first.complete, first.stopped_by
             second.note = first.note
             second.depth = max(second.depth, first.depth)
-        second.persistent_states = first.states
+        second.persistent_states, second.pruned_states = first.states, first.pruned_states
         second.states += first.states
         second.transitions += first.transitions
         second.first_found_s = first.first_found_s
@@ -445,7 +456,7 @@ class Explorer:
         else:
             out.states += first.states
             out.transitions += first.transitions
-        out.persistent_states = first.states
+        out.persistent_states, out.pruned_states = first.states, first.pruned_states
         out.started = start
         out.elapsed_s = time.perf_counter() - start
         return out
@@ -457,9 +468,10 @@ class Explorer:
         cycle of expanded states is a real one), then drop the edges."""
         if out.cyclic and self.persistent and budget is not None:
             out.has_cycle = livelock.has_cycle(out, budget.extended(GRACE_S))
-            if out.complete and not out.has_cycle:
+            if out.complete and (not out.has_cycle or self.pruned == 0):
                 out.index = index
-                try:  # only exact self-loops: the one-state components decide (Reduction 4)
+                try:  # no cycle but exact self-loops, or the pass was the full search: the
+                    # components of G_r and the one-state ones decide (Reduction 4)
                     livelock.analyse(self, out, budget, stutters=True)
                 except Stop as stop:
                     out.complete = False
