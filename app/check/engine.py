@@ -114,7 +114,8 @@ GRACE_S = 0.3
 class Explorer:
     """One search over one configuration (see the module docstring)."""
 
-    def __init__(self, cfg: PipelineConfig, reduce: bool = True, por: bool = True):
+    def __init__(self, cfg: PipelineConfig, reduce: bool = True, por: bool = True,
+                 por_cycles: bool = False):
         self.cfg = cfg
         self.reduce = reduce
         self.machine = Machine(cfg)
@@ -126,8 +127,11 @@ class Explorer:
             self.canonical.form = _as_it_is
         self.cyclic = can_cycle(cfg.program)
         self.independence = (Independence(self.machine, self.cyclic)
-                             if reduce and por and applies(self.machine, self.cyclic) else None)
-        """The partial-order reduction (app/check/por.py) where it applies to this program."""
+                             if reduce and por and applies(self.machine, self.cyclic, por_cycles)
+                             else None)
+        """The partial-order reduction (app/check/por.py) where it applies to this program: on a
+        program that can cycle only with `por_cycles` (off by default: measured, it saved no
+        state on the polling rings and doubled the cost of an unsafe one; docs/checker.md)."""
         self.persistent = False
         """Whether `successors` tries only a persistent set (the first pass of `explore`)."""
         self.widen = False

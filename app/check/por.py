@@ -62,8 +62,11 @@ LOOKAHEAD_LIMIT = 100_000
 AHEAD_CACHE = 200_000
 
 
-def applies(machine: Machine, cyclic: bool) -> bool:
-    """Whether the reduction may be used on this program."""
+def applies(machine: Machine, cyclic: bool, cycles: bool = False) -> bool:
+    """Whether the reduction may be used on this program (one that can cycle only with
+    `cycles`: see `Explorer`)."""
+    if cyclic and not cycles:
+        return False
     return all(kind is None or kind in SUPPORTED for code in machine.code for kind in code.kinds)
 
 

@@ -63,7 +63,7 @@ def summary(out) -> tuple:
 
 @pytest.mark.parametrize(("name", "cfg"), PROGRAMS, ids=[n for n, _ in PROGRAMS])
 def test_reduction_on_cycling_programs_agrees(name, cfg):
-    explorer = Explorer(cfg)
+    explorer = Explorer(cfg, por_cycles=True)
     assert explorer.cyclic or name.startswith("ring_"), name
     out = explorer.explore(BOUND)
     plain = Explorer(cfg, por=False).explore(BOUND)
@@ -85,7 +85,7 @@ def test_a_persistent_pass_that_left_out_no_move_skips_the_second_pass(name):
     livelock answer stand, even with a cycle in its graph (lone_poll); one that left a move
     out (ring_skip_release_1) still runs the second pass."""
     cfg = dict(PROGRAMS)[name]
-    out = Explorer(cfg).explore(BOUND)
+    out = Explorer(cfg, por_cycles=True).explore(BOUND)
     plain = Explorer(cfg, por=False).explore(BOUND)
     assert out.found and summary(out) == summary(plain), name
     assert all(out.is_shortest(kind) for kind in out.found)
@@ -102,10 +102,33 @@ def test_a_safe_polling_ring_is_answered_by_the_persistent_pass_alone():
     """The point: no second search where nothing was found and no cycle but failed polls."""
     cfg = from_source(render(Ring(1, 2, 3, 2, 1, False, True, False, False, "none"))).resolve(
         {}, [])
-    explorer = Explorer(cfg)
+    explorer = Explorer(cfg, por_cycles=True)
     assert explorer.cyclic and explorer.independence is not None
     out = explorer.explore(BOUND)
     plain = Explorer(cfg, por=False).explore(BOUND)
     assert out.verdict == plain.verdict == "safe"
     assert out.states == out.persistent_states <= plain.states  # one pass: no second search
     assert out.transitions < plain.transitions
+
+
+def test_a_program_that_cycles_is_searched_without_the_reduction_unless_asked():
+    cfg = from_source(render(Ring(1, 2, 3, 2, 1, False, True, False, False, "none"))).resolve(
+        {}, [])
+    assert Explorer(cfg).cyclic
+    assert Explorer(cfg).independence is None
+    assert Explorer(cfg, por_cycles=True).independence is not None
+
+
+def test_with_the_reduction_a_pass_stopped_by_its_limit_still_finds_the_fair_cycle():
+    explorer = Explorer(p.config(p.EARLY_LIVELOCK_THEN_GROWTH), por_cycles=True)
+    assert explorer.independence is not None
+    out = explorer.explore(Limits(max_states=300, timeout_s=3600))
+    assert out.stopped_by == "max_states" and not out.complete
+    assert "livelock" in out.found
+
+
+def test_with_the_reduction_stop_at_first_finds_the_livelock_early():
+    explorer = Explorer(p.config(p.EARLY_LIVELOCK_THEN_GROWTH), por_cycles=True)
+    out = explorer.explore(Limits(stop_at_first=True, max_states=1_000_000, timeout_s=3600))
+    assert out.stopped_by == "first_violation" and out.states < 10_000
+    assert "livelock" in out.found
