@@ -114,7 +114,8 @@ GRACE_S = 0.3
 class Explorer:
     """One search over one configuration (see the module docstring)."""
 
-    def __init__(self, cfg: PipelineConfig, reduce: bool = True, por: bool = True):
+    def __init__(self, cfg: PipelineConfig, reduce: bool = True, por: bool = True,
+                 por_cycles: bool = False):
         self.cfg = cfg
         self.reduce = reduce
         self.machine = Machine(cfg)
@@ -125,11 +126,20 @@ class Explorer:
             self.canonical.key = self.canonical.plain
             self.canonical.form = _as_it_is
         self.cyclic = can_cycle(cfg.program)
-        self.independence = (Independence(self.machine)
-                             if reduce and por and applies(self.machine, self.cyclic) else None)
-        """The partial-order reduction (app/check/por.py) where it applies to this program."""
+        self.independence = (Independence(self.machine, self.cyclic)
+                             if reduce and por and applies(self.machine, self.cyclic, por_cycles)
+                             else None)
+        """The partial-order reduction (app/check/por.py) where it applies to this program: on a
+        program that can cycle only with `por_cycles` (off by default: measured, it saved no
+        state on the polling rings and doubled the cost of an unsafe one; docs/checker.md)."""
         self.persistent = False
         """Whether `successors` tries only a persistent set (the first pass of `explore`)."""
+        self.widen = False
+        """Set by the search while `successors` runs: the cycle proviso failed, so the state
+        is expanded fully once the chosen moves are made (`_explore`)."""
+        self.pruned = 0
+        """States whose expansion in the persistent pass left out a move the full search
+        would try: where none did, that pass was the full search (`_two_passes`)."""
         self.guard: CloseGuard | None = None
         """What `close` consults in a long closure (set for each search)."""
         self.lent: parallel.Lent | None = None
@@ -159,7 +169,7 @@ class Explorer:
         machine.thaw(frozen)
         fast = self.fast_restore
         n_agents = machine.n_agents
-        twins = self.canonical.twins(frozen, pend)
+        twins = skipped = self.canonical.twins(frozen, pend)
         ready = list(machine.ready)
         chosen = self.independence.persistent(machine) if self.persistent else None
         if chosen is not None:
@@ -197,9 +207,12 @@ class Explorer:
                            if machine.status == RUNNING else [])
                 now = share(machine.freeze(), frozen)
                 yield move, cost, record, closing, machine, after, now
-            if order is ready or not stopped:
+            if order is ready or not (stopped or self.widen):
+                if chosen is not None and any(m not in done and m not in skipped
+                                              for m in ready):
+                    self.pruned += 1
                 return
-            order = ready  # a chosen move stops every mover: expand the state fully
+            order = ready  # a chosen move stops every mover, or the proviso: expand fully
 
     # ---------------------------------------------------------------------------- search
 
@@ -233,6 +246,7 @@ class Explorer:
         cost = out.cost
         cost.append(0)
         cyclic = self.cyclic
+        proviso = cyclic and self.persistent
         edge_start, edge_stop, edges, loop_fair = (out.edge_start, out.edge_stop, out.edges,
                                                    out.loop_fair)
         if cyclic:
@@ -247,7 +261,7 @@ class Explorer:
         budget.memory = lambda: (memory + canonical.part_bytes
                                  + EDGE_BYTES * len(edges) + 16 * len(edge_start))
         expanded = 0
-        early = EARLY_ANALYSIS if cyclic and limits.stop_at_first else 0
+        early = EARLY_ANALYSIS if cyclic and (limits.stop_at_first or any_first) else 0
         next_report = start + PROGRESS_EVERY_S
         try:
             while buckets:
@@ -273,7 +287,7 @@ class Explorer:
                     if early and expanded == early:  # stop_at_first: a fair cycle found so far
                         early *= 2
                         out.index = index
-                        livelock.analyse(self, out, budget)
+                        livelock.analyse(self, out, budget, stutters=self.persistent)
                         if LIVELOCK in out.found:
                             out.stopped_by = "first_violation"
                             return self._finish(out, start)
@@ -291,6 +305,7 @@ class Explorer:
                                               {k: f.steps for k, f in out.found.items()}))
                     children = [] if cyclic else None
                     looped: list[int] = []
+                    self.widen = proviso  # until a chosen move leaves the state (proviso)
                     for move, step_cost, record, closing, machine, after, reached_state in \
                             self.successors(frozen, node_pend):
                         out.transitions += 1
@@ -325,10 +340,14 @@ class Explorer:
                             child = ~child  # known at no higher cost: not queued again
                         if cyclic:
                             real = child if child >= 0 else ~child
-                            children.append(real)
+                            stutter = (real == node and reached_state == frozen
+                                       and after == node_pend)
+                            if not (proviso and stutter):
+                                children.append(real)
+                            if proviso and not stutter:
+                                self.widen = False  # a chosen move leaves the state
                             if real == node:  # exact (the same state) or renamed
-                                looped.append(move if reached_state == frozen
-                                              and after == node_pend else ~move)
+                                looped.append(move if stutter else ~move)
                         if child >= 0:
                             buckets.setdefault(reached, []).append(child)
                     if cyclic:
@@ -353,7 +372,9 @@ class Explorer:
         persistent pass decides the verdict and which kinds are reachable; where it found any,
         a second search without that reduction, bounded to stop once each of those kinds has a
         counterexample proven shortest (every kind's length in the first pass bounds it), gives
-        the shortest counterexamples (docs/checker.md, "Reduction 4"). Should a limit stop the
+        the shortest counterexamples (docs/checker.md, "Reduction 4"); a first pass that
+        left out no move the full search would try was that search and answers alone
+        (`pruned_states` 0). Should a limit stop the
         second pass first, the answer keeps the first pass's counterexamples, not known to be
         shortest.
 
@@ -378,24 +399,33 @@ class Explorer:
 
     def _two_passes(self, limits: Limits, progress, cancel) -> Exploration:
         start = time.perf_counter()
-        self.persistent = True
+        self.persistent, self.pruned = True, 0
         first = self._explore(replace(limits, stop_at_first=False), progress, cancel,
                               any_first=limits.stop_at_first, start=start)
         self.persistent = False
-        first.exact = False
         first.persistent_states = first.states
-        if not first.found:
+        first.pruned_states = self.pruned if first.workers == 1 else None
+        if first.pruned_states == 0 and first.stopped_by != "first_violation":
+            return first  # every state tried every move: the full search (Reduction 4)
+        first.exact = False
+        # a cycle of the reduced graph: a livelock may hide in the full one (docs/checker.md)
+        loops = bool(first.has_cycle) and first.complete
+        if not first.found and not loops:
             return first
         spent = time.perf_counter() - start
         left = replace(limits, timeout_s=max(limits.timeout_s - spent, 0.001),
                        max_states=max(limits.max_states - first.states, 1))
         second = self._explore(left, progress, cancel,
-                               targets=None if limits.stop_at_first else set(first.found),
+                               targets=None if limits.stop_at_first or loops
+                               else set(first.found),
                                start=time.perf_counter())
         kinds = set(first.found)
-        if first.complete and not set(second.found) <= kinds:
-            raise AssertionError(f"the partial-order pass missed {set(second.found) - kinds}: "
+        new = set(second.found) - kinds - ({LIVELOCK} if loops else set())
+        if first.complete and new:
+            raise AssertionError(f"the partial-order pass missed {new}: "
                                  "app/check/por.py's independence does not match this engine")
+        if loops:
+            return self._after_loops(first, second, start)
         if limits.stop_at_first:
             shortest = second.stopped_by == "first_violation" and bool(second.proven)
         else:
@@ -408,7 +438,7 @@ class Explorer:
             second.complete, second.stopped_by = first.complete, first.stopped_by
             second.note = first.note
             second.depth = max(second.depth, first.depth)
-        second.persistent_states = first.states
+        second.persistent_states, second.pruned_states = first.states, first.pruned_states
         second.states += first.states
         second.transitions += first.transitions
         second.first_found_s = first.first_found_s
@@ -417,12 +447,46 @@ class Explorer:
         second.elapsed_s = time.perf_counter() - start
         return second
 
+    def _after_loops(self, first: Exploration, second: Exploration,
+                     start: float) -> Exploration:
+        """The answer where the persistent pass found a cycle: the full search's, which
+        alone decides a livelock; should a limit stop it, what either found, not complete."""
+        out = second
+        if (not second.complete and second.stopped_by != "first_violation"
+                and not set(first.found) <= set(second.found)):
+            out = first
+            out.transitions += second.transitions
+            out.complete, out.stopped_by = False, second.stopped_by
+        else:
+            out.states += first.states
+            out.transitions += first.transitions
+        out.persistent_states, out.pruned_states = first.states, first.pruned_states
+        out.started = start
+        out.elapsed_s = time.perf_counter() - start
+        return out
+
     def _finish(self, out: Exploration, start: float, budget: Budget | None = None,
                 index: dict | None = None) -> Exploration:
         """Close the search: where the program can cycle, look for a livelock in what was
         expanded (the whole graph, or after a limit, within a short grace of its own: a fair
         cycle of expanded states is a real one), then drop the edges."""
-        if (out.cyclic and budget is not None and index is not None
+        if out.cyclic and self.persistent and budget is not None:
+            out.has_cycle = livelock.has_cycle(out, budget.extended(GRACE_S))
+            if out.complete and (not out.has_cycle or self.pruned == 0):
+                out.index = index
+                try:  # no cycle but exact self-loops, or the pass was the full search: the
+                    # components of G_r and the one-state ones decide (Reduction 4)
+                    livelock.analyse(self, out, budget, stutters=True)
+                except Stop as stop:
+                    out.complete = False
+                    out.stopped_by = stop.reason
+            elif not out.complete and out.stopped_by not in ("first_violation", "cancelled"):
+                out.index = index
+                try:  # a fair cycle among what was expanded is a real one (docs/checker.md)
+                    livelock.analyse(self, out, budget.extended(GRACE_S), stutters=True)
+                except Stop:
+                    pass
+        elif (out.cyclic and budget is not None and index is not None
                 and out.stopped_by not in ("first_violation", "cancelled")):
             out.index = index
             work = budget if out.complete else budget.extended(GRACE_S)

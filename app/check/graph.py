@@ -96,6 +96,12 @@ class Exploration:
     pass of the partial-order reduction, app/check/por.py: its paths may be longer)."""
     persistent_states: int | None = None
     """States the persistent pass stored, where the partial-order reduction ran."""
+    pruned_states: int | None = None
+    """States where the persistent pass tried fewer moves than the full search would (0: it
+    was the full search and answered alone; None: no persistent pass, or helpers ran it)."""
+    has_cycle: bool | None = None
+    """Whether the expanded states hold a cycle (the persistent pass of a cyclic program only:
+    where none, no livelock is reachable at all; docs/checker.md, "Reduction 4")."""
     workers: int = 1
     """Processes the search ran on: itself and its helpers (app/check/parallel.py)."""
 

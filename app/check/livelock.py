@@ -31,7 +31,7 @@ from app.sim.livelock import enabled_ids, mover_id, unfair_movers
 from app.sim.machine import PC, RUNNING, Machine
 
 from . import counterexample
-from .budget import Budget, CloseGuard
+from .budget import Budget, CloseGuard, Stop
 from .closure import close
 from .graph import LIVELOCK, Found
 from .model import pending_total
@@ -111,15 +111,22 @@ def loop_fair(explorer: Explorer, frozen: tuple, pend: list, looped: list[int]) 
     return int(enabled <= moved)
 
 
-def analyse(explorer: Explorer, out: Exploration, budget: Budget) -> None:
+def analyse(explorer: Explorer, out: Exploration, budget: Budget,
+            stutters: bool = False) -> None:
     """Find the fair component with the shortest prefix and record its lasso as the `livelock`
-    counterexample (`out.found`); `budget.check` may stop it (`budget.Stop`)."""
+    counterexample (`out.found`); `budget.check` may stop it (`budget.Stop`). `stutters`: the
+    graph kept no exact self-loop (the persistent pass); each state that had one is a
+    component of its own too."""
     movers = Movers(explorer)
     n_agents = explorer.machine.n_agents
     guard = CloseGuard(budget, explorer.guard.max_moves if explorer.guard else 10 ** 5,
                        explorer.cyclic)
     candidates = []
-    for component in sccs(out, budget):
+    components = sccs(out, budget)
+    if stutters:
+        loops = [[v] for v, fair in enumerate(out.loop_fair) if fair]
+        components = (c for part in (components, loops) for c in part)
+    for component in components:
         if len(component) == 1:
             if not out.loop_fair[component[0]]:
                 continue
@@ -144,6 +151,15 @@ def analyse(explorer: Explorer, out: Exploration, budget: Budget) -> None:
             if out.first_found_s is None:
                 out.first_found_s = budget.elapsed()
             return
+
+
+def has_cycle(out: Exploration, budget: Budget) -> bool:
+    """Whether the expanded states hold a cycle (a self-loop included); where the budget runs
+    out first, taken as yes."""
+    try:
+        return next(sccs(out, budget), None) is not None
+    except Stop:
+        return True
 
 
 def shorten(cfg, moves: list[str], cycle_from: int) -> tuple[list[str], int]:

@@ -62,9 +62,10 @@ LOOKAHEAD_LIMIT = 100_000
 AHEAD_CACHE = 200_000
 
 
-def applies(machine: Machine, cyclic: bool) -> bool:
-    """Whether the reduction may be used on this program."""
-    if cyclic:
+def applies(machine: Machine, cyclic: bool, cycles: bool = False) -> bool:
+    """Whether the reduction may be used on this program (one that can cycle only with
+    `cycles`: see `Explorer`)."""
+    if cyclic and not cycles:
         return False
     return all(kind is None or kind in SUPPORTED for code in machine.code for kind in code.kinds)
 
@@ -76,9 +77,12 @@ class Independence:
     written, all conflict), then a run of CTA-exit-read bits and a run of CTA-exit-write bits
     (a read conflicts with a write only). `conflicts(f, g)` is `f & _flip(g)`."""
 
-    def __init__(self, machine: Machine):
+    def __init__(self, machine: Machine, cyclic: bool = False):
         program = machine.program
         self.machine = machine
+        self.cut_loops = cyclic
+        """A program that can cycle: `_walk` stops at a loop round that touched nothing new
+        (a `while (1)` that counts would be followed LOOKAHEAD_LIMIT lines in every state)."""
         self.n_agents = machine.n_agents
         nb, ns, na = machine.n_bars, machine.n_stages, machine.n_agents
         ctas = max(1, program.cluster)
@@ -267,6 +271,7 @@ class Independence:
         unknown: set[int] = set()
         f = arrive = tx = 0
         points = []
+        rounds: dict[int, tuple] = {}
         pc = regs[PC]
         for _ in range(LOOKAHEAD_LIMIT):
             if pc >= end:
@@ -303,10 +308,18 @@ class Independence:
                     if node.kind in WAITS:
                         unknown.add(TC_FENCED)
                 pc += 1
-            elif isinstance(node, Jump):
-                pc = node.target
-            elif isinstance(node, Branch):
-                pc = pc + 1 if code.prepared[pc](regs) else node.target
+            elif isinstance(node, (Jump, Branch)):
+                back = pc
+                pc = (node.target if isinstance(node, Jump) or not code.prepared[pc](regs)
+                      else pc + 1)
+                if self.cut_loops and pc <= back:
+                    now = (f, arrive, tx, len(points))
+                    if rounds.get(back) == now:  # the rest: all the static future holds
+                        f |= self.future[a][pc]
+                        arrive |= self.future_arrive[a][pc]
+                        tx |= self.future_tx[a][pc]
+                        break
+                    rounds[back] = now
             else:
                 for reg, fn in code.prepared[pc]:
                     regs[reg] = fn(regs)
