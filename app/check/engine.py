@@ -57,18 +57,15 @@ livelock; it is checked exactly on its concrete states and answered with a lasso
 Bounded work: the search stops at `max_states` states, `timeout_s` seconds, an estimate of
 `max_memory` bytes, when cancelled, or at a runaway closure (app/check/budget.py), and reports
 how far it got. With `stop_at_first` it also
-stops as soon as one kind's counterexample is proven shortest (`Explorer._proven`), the answer a
+stops as soon as one kind's counterexample is proven shortest (`shortest.proven`), the answer a
 client wanting only the verdict needs, as SPIN gives it.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from threading import Event
 
 from app.sim.config import PipelineConfig
@@ -76,9 +73,10 @@ from app.sim.detectors import deadlock_diagnostics
 from app.sim.livelock import can_cycle
 from app.sim.machine import RUNNING, UNDEFINED, Machine
 
-from . import counterexample, livelock, parallel
+from . import counterexample, livelock, parallel, passes, shortest
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import LIVELOCK, Exploration, Found, Progress
+from .memory import release_memory
 from .model import (
     F_STATUS,
     Canonical,
@@ -107,8 +105,6 @@ EARLY_ANALYSIS = 1024
 """With `stop_at_first`, expansions before the first look for a livelock in what was expanded
 so far (then after twice as many, and so on: at most twice the work of one analysis at the
 end)."""
-GRACE_S = 0.3
-"""After a limit stopped the search: time for the livelock analysis of what was expanded."""
 
 
 class Explorer:
@@ -139,7 +135,7 @@ class Explorer:
         is expanded fully once the chosen moves are made (`_explore`)."""
         self.pruned = 0
         """States whose expansion in the persistent pass left out a move the full search
-        would try: where none did, that pass was the full search (`_two_passes`)."""
+        would try: where none did, that pass was the full search (`passes.two_passes`)."""
         self.guard: CloseGuard | None = None
         """What `close` consults in a long closure (set for each search)."""
         self.lent: parallel.Lent | None = None
@@ -237,7 +233,7 @@ class Explorer:
         try:
             machine, pend, _ = self.root()
         except Stop as stop:
-            return self._stopped(out, stop, start)
+            return passes.stopped(self, out, stop, start)
         root_key = key_of(machine.freeze(), pend)
         keys, parent = out.keys, out.parent
         index = {root_key: 0}
@@ -268,8 +264,8 @@ class Explorer:
                 current = min(buckets)
                 bucket = buckets.pop(current)
                 out.depth = current
-                if self._answered(out, limits, targets, any_first, current):
-                    return self._finish(out, start)
+                if shortest.answered(out, limits, targets, any_first, current):
+                    return passes.finish(self, out, start)
                 for position, node in enumerate(bucket):
                     if cost[node] != current:
                         continue  # queued again at a lower cost, and expanded then
@@ -278,10 +274,10 @@ class Explorer:
                         if frozen[F_STATUS] == DEADLOCK:
                             self.machine.thaw(frozen)
                             for diagnostic in deadlock_diagnostics(self.machine):
-                                self._found(out, diagnostic["kind"], current + pending_total(
+                                shortest.record(out, diagnostic["kind"], current + pending_total(
                                     node_pend, self.machine.n_agents), node, None)
-                            if limits.stop_at_first and self._proven(out, current):
-                                return self._finish(out, start)
+                            if limits.stop_at_first and shortest.proven(out, current):
+                                return passes.finish(self, out, start)
                         continue
                     expanded += 1
                     if early and expanded == early:  # stop_at_first: a fair cycle found so far
@@ -290,13 +286,13 @@ class Explorer:
                         livelock.analyse(self, out, budget, stutters=self.persistent)
                         if LIVELOCK in out.found:
                             out.stopped_by = "first_violation"
-                            return self._finish(out, start)
+                            return passes.finish(self, out, start)
                     if expanded % CHECK_EVERY == 0:
                         now = time.perf_counter()
                         stop = budget.reason()
                         if stop:
                             out.stopped_by = stop
-                            return self._finish(out, start, budget, index)
+                            return passes.finish(self, out, start, budget, index)
                         if progress is not None and now >= next_report:
                             next_report = now + PROGRESS_EVERY_S
                             queued = sum(map(len, buckets.values())) + len(bucket) - position
@@ -314,9 +310,9 @@ class Explorer:
                         at_stop = machine.stop_report if machine.status == DEADLOCK else ()
                         for diagnostic in record["diagnostics"]:
                             if not any(diagnostic is d for d in at_stop):
-                                self._found(out, diagnostic["kind"], reached, node, key)
-                        if limits.stop_at_first and out.found and self._proven(out, current):
-                            return self._finish(out, start)
+                                shortest.record(out, diagnostic["kind"], reached, node, key)
+                        if limits.stop_at_first and out.found and shortest.proven(out, current):
+                            return passes.finish(self, out, start)
                         if closing and any(not any(c is d for d in at_stop) for c in closing):
                             raise AssertionError(f"a local move raised {closing}: LOCAL_KINDS "
                                                  "does not match this engine")
@@ -358,25 +354,18 @@ class Explorer:
                             loop_fair[node] = livelock.loop_fair(self, frozen, node_pend,
                                                                  looped)
         except Stop as stop:
-            return self._stopped(out, stop, start, budget, index)
+            return passes.stopped(self, out, stop, start, budget, index)
         out.complete = True
         out.depth += 1
-        return self._finish(out, start, budget, index)
+        return passes.finish(self, out, start, budget, index)
 
     def explore(self, limits: Limits = DEFAULT_LIMITS, progress: Callable[[Progress], None] | None
                 = None, cancel: Event | None = None, lent: parallel.Lent | None = None,
                 helpers: int = 0) -> Exploration:
         """Expand states cheapest first until none is left or a limit is hit.
 
-        Where the partial-order reduction applies (`self.independence`), two passes: the
-        persistent pass decides the verdict and which kinds are reachable; where it found any,
-        a second search without that reduction, bounded to stop once each of those kinds has a
-        counterexample proven shortest (every kind's length in the first pass bounds it), gives
-        the shortest counterexamples (docs/checker.md, "Reduction 4"); a first pass that
-        left out no move the full search would try was that search and answers alone
-        (`pruned_states` 0). Should a limit stop the
-        second pass first, the answer keeps the first pass's counterexamples, not known to be
-        shortest.
+        Where the partial-order reduction applies (`self.independence`), two passes
+        (`passes.two_passes`, docs/checker.md, "Reduction 4").
 
         With `lent` and `helpers`, where it applies, the search runs on up to `helpers` more
         processes, borrowed from `lent` (app/check/parallel.py: the same states, costs and
@@ -390,171 +379,12 @@ class Explorer:
             self.lent, self.helpers = lent, helpers
             if self.independence is None:
                 return self._explore(limits, progress, cancel)
-            return self._two_passes(limits, progress, cancel)
+            return passes.two_passes(self, limits, progress, cancel)
         finally:
             self.persistent = False
             self.lent, self.helpers = None, 0
             if enabled:
                 gc.enable()
-
-    def _two_passes(self, limits: Limits, progress, cancel) -> Exploration:
-        start = time.perf_counter()
-        self.persistent, self.pruned = True, 0
-        first = self._explore(replace(limits, stop_at_first=False), progress, cancel,
-                              any_first=limits.stop_at_first, start=start)
-        self.persistent = False
-        first.persistent_states = first.states
-        first.pruned_states = self.pruned if first.workers == 1 else None
-        if first.pruned_states == 0 and first.stopped_by != "first_violation":
-            return first  # every state tried every move: the full search (Reduction 4)
-        first.exact = False
-        # a cycle of the reduced graph: a livelock may hide in the full one (docs/checker.md)
-        loops = bool(first.has_cycle) and first.complete
-        if not first.found and not loops:
-            return first
-        spent = time.perf_counter() - start
-        left = replace(limits, timeout_s=max(limits.timeout_s - spent, 0.001),
-                       max_states=max(limits.max_states - first.states, 1))
-        second = self._explore(left, progress, cancel,
-                               targets=None if limits.stop_at_first or loops
-                               else set(first.found),
-                               start=time.perf_counter())
-        kinds = set(first.found)
-        new = set(second.found) - kinds - ({LIVELOCK} if loops else set())
-        if first.complete and new:
-            raise AssertionError(f"the partial-order pass missed {new}: "
-                                 "app/check/por.py's independence does not match this engine")
-        if loops:
-            return self._after_loops(first, second, start)
-        if limits.stop_at_first:
-            shortest = second.stopped_by == "first_violation" and bool(second.proven)
-        else:
-            shortest = kinds <= second.proven or (second.complete and kinds <= set(second.found))
-        if not shortest:
-            first.elapsed_s = time.perf_counter() - start
-            first.transitions += second.transitions
-            return first
-        if not limits.stop_at_first:
-            second.complete, second.stopped_by = first.complete, first.stopped_by
-            second.note = first.note
-            second.depth = max(second.depth, first.depth)
-        second.persistent_states, second.pruned_states = first.states, first.pruned_states
-        second.states += first.states
-        second.transitions += first.transitions
-        second.first_found_s = first.first_found_s
-        second.workers = max(first.workers, second.workers)
-        second.started = start
-        second.elapsed_s = time.perf_counter() - start
-        return second
-
-    def _after_loops(self, first: Exploration, second: Exploration,
-                     start: float) -> Exploration:
-        """The answer where the persistent pass found a cycle: the full search's, which
-        alone decides a livelock; should a limit stop it, what either found, not complete."""
-        out = second
-        if (not second.complete and second.stopped_by != "first_violation"
-                and not set(first.found) <= set(second.found)):
-            out = first
-            out.transitions += second.transitions
-            out.complete, out.stopped_by = False, second.stopped_by
-        else:
-            out.states += first.states
-            out.transitions += first.transitions
-        out.persistent_states, out.pruned_states = first.states, first.pruned_states
-        out.started = start
-        out.elapsed_s = time.perf_counter() - start
-        return out
-
-    def _finish(self, out: Exploration, start: float, budget: Budget | None = None,
-                index: dict | None = None) -> Exploration:
-        """Close the search: where the program can cycle, look for a livelock in what was
-        expanded (the whole graph, or after a limit, within a short grace of its own: a fair
-        cycle of expanded states is a real one), then drop the edges."""
-        if out.cyclic and self.persistent and budget is not None:
-            out.has_cycle = livelock.has_cycle(out, budget.extended(GRACE_S))
-            if out.complete and (not out.has_cycle or self.pruned == 0):
-                out.index = index
-                try:  # no cycle but exact self-loops, or the pass was the full search: the
-                    # components of G_r and the one-state ones decide (Reduction 4)
-                    livelock.analyse(self, out, budget, stutters=True)
-                except Stop as stop:
-                    out.complete = False
-                    out.stopped_by = stop.reason
-            elif not out.complete and out.stopped_by not in ("first_violation", "cancelled"):
-                out.index = index
-                try:  # a fair cycle among what was expanded is a real one (docs/checker.md)
-                    livelock.analyse(self, out, budget.extended(GRACE_S), stutters=True)
-                except Stop:
-                    pass
-        elif (out.cyclic and budget is not None and index is not None
-                and out.stopped_by not in ("first_violation", "cancelled")):
-            out.index = index
-            work = budget if out.complete else budget.extended(GRACE_S)
-            try:
-                livelock.analyse(self, out, work)
-            except Stop as stop:
-                if out.complete:
-                    out.complete = False
-                    out.stopped_by = stop.reason
-        out.index = None
-        out.edges = out.edges[:0]
-        out.states = len(out.keys)
-        out.elapsed_s = time.perf_counter() - start
-        return out
-
-    def _stopped(self, out: Exploration, stop: Stop, start: float,
-                 budget: Budget | None = None, index: dict | None = None) -> Exploration:
-        out.stopped_by = stop.reason
-        out.note = stop.message
-        return self._finish(out, start, budget, index)
-
-    @classmethod
-    def _answered(cls, out: Exploration, limits: Limits, targets: set[str] | None,
-                  any_first: bool, current: int) -> bool:
-        """Whether the search is answered before it expands the states of cost `current`:
-        every kind of `targets` proven shortest, or (`any_first`, `stop_at_first`) a first
-        violation found; `stopped_by` says which."""
-        if targets is not None and cls._proven_all(out, targets, current):
-            return True
-        if (any_first and out.found) or (
-                limits.stop_at_first and any(f.steps <= current for f in out.found.values())):
-            out.stopped_by = "first_violation"
-            return True
-        return False
-
-    @staticmethod
-    def _proven_all(out: Exploration, targets: set[str], current: int) -> bool:
-        """Whether every kind of `targets` has a counterexample proven shortest, with the
-        states of cost `current` about to be expanded (see `_proven`)."""
-        for kind in targets:
-            found = out.found.get(kind)
-            if found is None or found.steps > current + (found.child is not None):
-                return False
-        out.proven.update(targets)
-        return True
-
-    @staticmethod
-    def _proven(out: Exploration, current: int) -> bool:
-        """Stop at the first violation (`Limits.stop_at_first`) if one is already shortest.
-
-        While states of cost `current` are expanded, every cheaper state was expanded, so no
-        state left can raise a move's diagnostic in fewer than current + 1 steps, nor reach a
-        deadlock (charged to the deadlocked state, not a move) in fewer than current."""
-        kinds = [kind for kind, found in out.found.items()
-                 if found.steps <= current + (found.child is not None)]
-        if not kinds:
-            return False
-        out.proven.update(kinds)
-        out.stopped_by = "first_violation"
-        return True
-
-    @staticmethod
-    def _found(out: Exploration, kind: str, steps: int, node: int, child: bytes | None) -> None:
-        best = out.found.get(kind)
-        if out.first_found_s is None:
-            out.first_found_s = time.perf_counter() - out.started
-        if best is None or steps < best.steps:
-            out.found[kind] = Found(kind, steps, node, child)
 
     # ----------------------------------------------------------------- counterexamples
 
@@ -567,25 +397,3 @@ class Explorer:
 def _as_it_is(frozen: tuple, pend: list) -> tuple[tuple, list]:
     """The unreduced search's canonical form: the state as it is."""
     return frozen, pend
-
-
-def release_memory() -> None:
-    """Give a finished search's memory back to the operating system.
-
-    Call it once the Exploration and the answer built from it are dropped (a worker process,
-    after each check). Stored states are many small objects; CPython frees them into its own
-    arenas and glibc keeps freed heap pages, so without `malloc_trim` the process's RSS stays at
-    its peak after the check ends."""
-    gc.collect()
-    _malloc_trim()
-
-
-def _malloc_trim() -> None:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
-        pass

@@ -31,6 +31,7 @@ from threading import Event
 from app.sim.detectors import deadlock_diagnostics
 from app.sim.machine import DEADLOCK, RUNNING
 
+from . import passes, shortest
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import Exploration, Progress
 from .model import F_STATUS, PACK, pending_total
@@ -221,7 +222,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
     try:
         machine, pend, _ = explorer.root()
     except Stop as stop:
-        return explorer._stopped(out, stop, start)
+        return passes.stopped(explorer, out, stop, start)
     root_key = canonical.key(machine.freeze(), pend)
     keys, parent, cost = out.keys, out.parent, out.cost
     index = {root_key: 0}
@@ -243,7 +244,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
             reached = current + step_cost
             key = pack_named(state[0]) if named else pack(*state)
             for kind in kinds:
-                explorer._found(out, kind, reached, node, key)
+                shortest.record(out, kind, reached, node, key)
             if raised:
                 raise AssertionError("a local move raised a diagnostic: LOCAL_KINDS does not "
                                      "match this engine")
@@ -266,7 +267,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
         if frozen[F_STATUS] == DEADLOCK:
             explorer.machine.thaw(frozen)
             for diagnostic in deadlock_diagnostics(explorer.machine):
-                explorer._found(out, diagnostic["kind"],
+                shortest.record(out, diagnostic["kind"],
                                 current + pending_total(node_pend, n_agents), node, None)
 
     try:
@@ -274,8 +275,8 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
             current = min(buckets)
             bucket = buckets.pop(current)
             out.depth = current
-            if explorer._answered(out, limits, targets, any_first, current):
-                return explorer._finish(out, start)
+            if shortest.answered(out, limits, targets, any_first, current):
+                return passes.finish(explorer, out, start)
             order = [node for node in bucket if cost[node] == current]
             helpers.shrink()
             if len(order) < MIN_LEVEL or not helpers.procs:
@@ -289,7 +290,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                     if expanded % CHECK_EVERY == 0 and _look(out, budget, progress, buckets,
                                                              len(order) - i, next_report,
                                                              start):
-                        return explorer._finish(out, start)
+                        return passes.finish(explorer, out, start)
                 continue
             chunks = [order[i:i + CHUNK] for i in range(0, len(order), CHUNK)]
             answers: dict[int, tuple[bool, list]] = {}
@@ -343,14 +344,14 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                              next_report, start):
                         for conn in busy:  # let them finish: their answers are dropped
                             conn.recv_bytes()
-                        return explorer._finish(out, start)
+                        return passes.finish(explorer, out, start)
     except Stop as stop:
-        return explorer._stopped(out, stop, start)
+        return passes.stopped(explorer, out, stop, start)
     finally:
         out.workers = 1 + helpers.used
     out.complete = True
     out.depth += 1
-    return explorer._finish(out, start)
+    return passes.finish(explorer, out, start)
 
 
 def _look(out: Exploration, budget: Budget, progress, buckets, left: int, next_report: list,
