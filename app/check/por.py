@@ -31,7 +31,7 @@ stops every other mover: where a chosen move does, the state is expanded fully.
 
 What it preserves (docs/checker.md, "Reduction 4"): every reachable deadlock state, and every
 diagnostic kind some move can raise. Not the length of a shortest schedule: the engine answers
-lengths by a second, bounded search without this reduction (`engine.Explorer.explore`).
+lengths by a second, bounded search without this reduction (`passes.two_passes`).
 """
 
 from __future__ import annotations
