@@ -11,7 +11,7 @@ reachable iff some reachable component passes it.
 The stored graph is a quotient (identical agents renamed, copies sorted), where a mover's name
 does not survive an edge. The analysis is therefore in two stages:
 
-1. *Coarse, on the quotient* (`sccs`, `_coarse_fair`): classes of movers (identical agents as
+1. *Coarse, on the quotient* (`cycles.sccs`, `_coarse_fair`): classes of movers (identical agents as
    one, copy names with agents renamed the same way): a class passes when some member moves
    inside C or some state of C does not enable every member (`Movers.enabled`). A fair
    concrete run maps onto C and makes every class pass, so no livelock is dropped here.
@@ -24,23 +24,21 @@ does not survive an edge. The analysis is therefore in two stages:
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING
 
 from app.sim.livelock import enabled_ids, mover_id, unfair_movers
 from app.sim.machine import PC, RUNNING, Machine
 
 from . import counterexample
-from .budget import Budget, CloseGuard, Stop
+from .budget import Budget, CloseGuard
 from .closure import close
+from .cycles import fair_cycle, fair_part, path, sccs
 from .graph import LIVELOCK, Found
 from .model import pending_total
 
 if TYPE_CHECKING:
     from .engine import Exploration, Explorer
 
-CHECK_EVERY = 2048
-"""States between looks at the budget in the loops below."""
 
 
 class Movers:
@@ -141,7 +139,7 @@ def analyse(explorer: Explorer, out: Exploration, budget: Budget,
         frozen, pend = decode(out.keys[entry])  # a renaming of the state: as good to decide on
         machine = Machine(explorer.cfg)
         machine.thaw(frozen)
-        if _fair_part(*_lift(explorer, machine, tuple(pend), {out.keys[n] for n in component},
+        if fair_part(*_lift(explorer, machine, tuple(pend), {out.keys[n] for n in component},
                              guard), guard.budget) is None:
             continue
         lasso = _lasso(explorer, out, entry, component, guard)
@@ -151,15 +149,6 @@ def analyse(explorer: Explorer, out: Exploration, budget: Budget,
             if out.first_found_s is None:
                 out.first_found_s = budget.elapsed()
             return
-
-
-def has_cycle(out: Exploration, budget: Budget) -> bool:
-    """Whether the expanded states hold a cycle (a self-loop included); where the budget runs
-    out first, taken as yes."""
-    try:
-        return next(sccs(out, budget), None) is not None
-    except Stop:
-        return True
 
 
 def shorten(cfg, moves: list[str], cycle_from: int) -> tuple[list[str], int]:
@@ -181,63 +170,6 @@ def shorten(cfg, moves: list[str], cycle_from: int) -> tuple[list[str], int]:
         seen.setdefault(frozen, step)
         enabled.append(enabled_ids(machine))
     return moves, cycle_from
-
-
-def sccs(out: Exploration, budget: Budget):
-    """The strongly connected components of the expanded states that have an internal edge
-    (Tarjan's algorithm, iterative); edges into states not expanded are left out."""
-    start, stop, edges = out.edge_start, out.edge_stop, out.edges
-    n = len(start)
-
-    def successors(v: int):
-        return [w for w in edges[start[v]:stop[v]] if start[w] >= 0]
-
-    yield from _tarjan(n, lambda v: start[v] >= 0, successors, budget)
-
-
-def _tarjan(n: int, present, successors, budget: Budget):
-    index = [-1] * n
-    low = [0] * n
-    on_stack = bytearray(n)
-    stack: list[int] = []
-    counter = 0
-    for root in range(n):
-        if index[root] >= 0 or not present(root):
-            continue
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack[root] = 1
-        work = [(root, successors(root), 0)]
-        while work:
-            v, succ, i = work[-1]
-            if i < len(succ):
-                work[-1] = (v, succ, i + 1)
-                w = succ[i]
-                if index[w] < 0:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    if counter % CHECK_EVERY == 0:
-                        budget.check()
-                    stack.append(w)
-                    on_stack[w] = 1
-                    work.append((w, successors(w), 0))
-                elif on_stack[w] and index[w] < low[v]:
-                    low[v] = index[w]
-                continue
-            work.pop()
-            if work and low[v] < low[work[-1][0]]:
-                low[work[-1][0]] = low[v]
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = 0
-                    component.append(w)
-                    if w == v:
-                        break
-                if len(component) > 1 or v in succ:
-                    yield component
 
 
 def _expand(explorer: Explorer, machine: Machine, frozen: tuple, pend: tuple, guard):
@@ -296,14 +228,14 @@ def _lasso(explorer: Explorer, out: Exploration, entry: int, component: list[int
     machine, pend, prefix = counterexample.lead_in(explorer, out, entry)
     inside = {out.keys[n] for n in component}
     states, enabled, edges = _lift(explorer, machine, tuple(pend), inside, guard)
-    members = _fair_part(states, enabled, edges, guard.budget)
+    members = fair_part(states, enabled, edges, guard.budget)
     if members is None:
         return None
-    lead = [] if 0 in members else _path(edges, 0, lambda w, _: w in members)
+    lead = [] if 0 in members else path(edges, 0, lambda w, _: w in members)
     if lead is None:
         return None
     at = lead[-1][0] if lead else 0
-    cycle = _fair_cycle(at, members, edges, enabled)
+    cycle = fair_cycle(at, members, edges, enabled)
     if cycle is None:
         return None
     names = list(prefix)
@@ -313,24 +245,6 @@ def _lasso(explorer: Explorer, out: Exploration, entry: int, component: list[int
     for _, _, made in cycle:
         names.extend(made)
     return names, cycle_from
-
-
-def _fair_part(states: list, enabled: list, edges: list, budget: Budget) -> set | None:
-    """A fair component of a lift (the one holding its first state where it is fair), or None."""
-    present = [True] * len(states)
-    parts = _tarjan(len(states), present.__getitem__, lambda v: [w for w, _, _ in edges[v]],
-                    budget)
-    for part in sorted(parts, key=min):
-        members = set(part)
-        always = set.intersection(*(set(enabled[v]) for v in part))
-        moved = set()
-        for v in part:
-            for w, by, _ in edges[v]:
-                if w in members:
-                    moved |= by
-        if not always - moved:
-            return members
-    return None
 
 
 def _lift(explorer: Explorer, machine: Machine, pend: tuple, inside: set, guard):
@@ -367,55 +281,3 @@ def _lift(explorer: Explorer, machine: Machine, pend: tuple, inside: set, guard)
             out_edges.append((child, frozenset(by), made))
         edges.append([e for e in out_edges if e[0] >= 0])
     return states, enabled, edges
-
-
-def _path(edges: list, start: int, goal) -> list | None:
-    """Breadth-first, over edges that have names, from `start` to the first edge whose end
-    `goal(state, edge)` accepts (`start` itself included, after one edge at least): the edges
-    (child, movers, names) of the path."""
-    seen: dict[int, tuple | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        v = queue.popleft()
-        for edge in edges[v]:
-            w, _, made = edge
-            if made is None:
-                continue
-            if goal(w, edge):
-                path = [edge]
-                while seen[v] is not None:
-                    v, back = seen[v]
-                    path.append(back)
-                return path[::-1]
-            if w not in seen:
-                seen[w] = (v, edge)
-                queue.append(w)
-    return None
-
-
-def _fair_cycle(start: int, members: set, edges: list, enabled: list) -> list | None:
-    """A closed walk from `start` inside a fair component that passes, for every mover enabled
-    somewhere in it, an edge that moves it or a state that disables it (greedy: the nearest
-    witness for a mover still unmet, again and again, then back to `start`)."""
-    inside = [[e for e in edges[v] if e[0] in members] for v in range(len(edges))]
-    need = set().union(*(enabled[v] for v in members))
-    unmet = {m for m in need if m in enabled[start]}
-    walk: list = []
-    at = start
-    while unmet:
-        def witness(w, edge, unmet=unmet):
-            return bool(edge[1] & unmet) or bool(unmet - enabled[w])
-        step = _path(inside, at, witness)
-        if step is None:
-            return None
-        for w, by, _ in step:
-            unmet -= by
-            unmet -= unmet - enabled[w]
-        walk.extend(step)
-        at = walk[-1][0]
-    if at != start or not walk:
-        back = _path(inside, at, lambda w, edge: w == start)
-        if back is None:
-            return None
-        walk.extend(back)
-    return walk

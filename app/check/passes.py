@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from . import livelock
+from . import cycles, livelock
 from .budget import Budget, Limits, Stop
 from .graph import LIVELOCK, Exploration
 
@@ -106,7 +106,7 @@ def finish(explorer: Explorer, out: Exploration, start: float, budget: Budget | 
     expanded (the whole graph, or after a limit, within a short grace of its own: a fair
     cycle of expanded states is a real one), then drop the edges."""
     if out.cyclic and explorer.persistent and budget is not None:
-        out.has_cycle = livelock.has_cycle(out, budget.extended(GRACE_S))
+        out.has_cycle = cycles.has_cycle(out, budget.extended(GRACE_S))
         if out.complete and (not out.has_cycle or explorer.pruned == 0):
             out.index = index
             try:  # no cycle but exact self-loops, or the pass was the full search: the
