@@ -36,13 +36,13 @@ lengths by a second, bounded search without this reduction (`passes.two_passes`)
 
 from __future__ import annotations
 
-import re
-
-from app.sim.core import LOAD, OP_AGENT, OP_BAR, OP_DIR, OP_STAGE, OP_TILE
+from app.sim.core import OP_AGENT, OP_BAR, OP_STAGE, OP_TILE
 from app.sim.machine import PC, Machine
-from app.sim.program import SINK, TC_FENCED, Assign, Branch, Expr, Jump, Line, Ref
+from app.sim.program import Branch, Jump, Line, Ref
 
 from .model import _may_end_after
+from .por_lookahead import AHEAD_CACHE, ARRIVES, TX_LINES, WAITS, Lookahead, _eval, _reads, _refs
+from .por_sets import PersistentSets
 
 SUPPORTED = frozenset({
     "assign", "commit_group", "arrive", "arrive_drop", "arrive_expect_tx", "expect_tx",
@@ -53,13 +53,7 @@ SUPPORTED = frozenset({
 agent knows of a barrier), bulk stores and global memory, and the tensor core are left out: a
 program with any of them is searched without this reduction."""
 
-WAITS = frozenset({"wait_parity", "wait_token"})
-ARRIVES = frozenset({"arrive", "arrive_drop", "arrive_expect_tx"})
-TX_LINES = frozenset({"complete_tx", "load"})
 NAME_BUCKETS = 8
-LOOKAHEAD_LIMIT = 100_000
-"""Nodes `Independence.lookahead` follows before it counts every line reachable instead."""
-AHEAD_CACHE = 200_000
 
 
 def applies(machine: Machine, cyclic: bool, cycles: bool = False) -> bool:
@@ -70,7 +64,7 @@ def applies(machine: Machine, cyclic: bool, cycles: bool = False) -> bool:
     return all(kind is None or kind in SUPPORTED for code in machine.code for kind in code.kinds)
 
 
-class Independence:
+class Independence(Lookahead, PersistentSets):
     """Resource footprints of one program's moves (see the module docstring).
 
     A footprint is an int: one bit per barrier, stage, agent and CTA naming (touched: read or
@@ -237,99 +231,6 @@ class Independence:
         return sum({1 << b for ref in _refs(node.args) if ref.array in self.barrier_arrays
                     for b in self._values(ref, r)})
 
-    def lookahead(self, a: int, r) -> tuple:
-        """What agent `a` can touch from its state `r` on (its registers, the program counter
-        first): (every resource, the barriers it can arrive on, those it can complete bytes
-        on, its blocking parity waits on the way). Its registers change only by its own lines,
-        so its control flow is followed exactly, every wait taken as returning; from a branch
-        or an operand that reads a register another mover sets (a wait's result, a token),
-        every line reachable is counted (`future`). A wait is (barrier, parity, what the agent
-        touches before that wait, arrives on, completes bytes on, whether its earlier
-        lines touch that barrier, its program counter). What the agent touches up to a wait
-        leaves the wait out: it moves only once the phase completed, so it belongs with what
-        follows (the wait returns only after a necessary enabling set moved). Cached per state
-        of the agent."""
-        key = (a, tuple(r))
-        hit = self._ahead.get(key)
-        if hit is not None:
-            return hit
-        try:
-            out = self._walk(a, r)
-        except Exception:  # noqa: BLE001 (a register update the move itself will refuse)
-            pc = r[PC]
-            out = (self.future[a][pc], self.future_arrive[a][pc], self.future_tx[a][pc], ())
-        if len(self._ahead) > AHEAD_CACHE:
-            self._ahead.clear()
-        self._ahead[key] = out
-        return out
-
-    def _walk(self, a: int, r) -> tuple[int, int, int]:
-        code = self.machine.code[a]
-        nodes, end = code.nodes, code.end
-        reads = self._reads[a]
-        regs = list(r)
-        unknown: set[int] = set()
-        f = arrive = tx = 0
-        points = []
-        rounds: dict[int, tuple] = {}
-        pc = regs[PC]
-        for _ in range(LOOKAHEAD_LIMIT):
-            if pc >= end:
-                break
-            node = nodes[pc]
-            if unknown and reads[pc] & unknown:
-                if isinstance(node, Line) and node.kind != "assign":
-                    f |= self.line_fp[a][pc]
-                    arrive |= self._line_barriers(a, pc, None, ARRIVES)
-                    tx |= self._line_barriers(a, pc, None, TX_LINES)
-                    pc += 1
-                    continue
-                f |= self.future[a][pc]
-                arrive |= self.future_arrive[a][pc]
-                tx |= self.future_tx[a][pc]
-                break
-            if isinstance(node, Line):
-                line = self._line(a, pc, regs)
-                if node.kind == "wait_parity" and node.args[3]:
-                    bars = self._values(node.args[1], regs)
-                    if len(bars) == 1:
-                        b = bars[0]
-                        points.append((b, _eval(node.args[2], regs), f, arrive, tx,
-                                       (f >> b) & 1, pc))
-                f |= line
-                arrive |= self._line_barriers(a, pc, regs, ARRIVES)
-                tx |= self._line_barriers(a, pc, regs, TX_LINES)
-                if node.kind == "assign":
-                    for reg, fn in code.prepared[pc][0]:
-                        regs[reg] = fn(regs)
-                else:
-                    if node.args and isinstance(node.args[0], int) and node.args[0] != SINK:
-                        unknown.add(node.args[0])
-                    if node.kind in WAITS:
-                        unknown.add(TC_FENCED)
-                pc += 1
-            elif isinstance(node, (Jump, Branch)):
-                back = pc
-                pc = (node.target if isinstance(node, Jump) or not code.prepared[pc](regs)
-                      else pc + 1)
-                if self.cut_loops and pc <= back:
-                    now = (f, arrive, tx, len(points))
-                    if rounds.get(back) == now:  # the rest: all the static future holds
-                        f |= self.future[a][pc]
-                        arrive |= self.future_arrive[a][pc]
-                        tx |= self.future_tx[a][pc]
-                        break
-                    rounds[back] = now
-            else:
-                for reg, fn in code.prepared[pc]:
-                    regs[reg] = fn(regs)
-                pc += 1
-        else:
-            f |= self.future[a][pc]
-            arrive |= self.future_arrive[a][pc]
-            tx |= self.future_tx[a][pc]
-        return f, arrive, tx, tuple(points)
-
     def _line(self, a: int, pc: int, r) -> int:
         """What agent `a`'s line at `pc` can touch (with registers `r`: what it touches)."""
         machine = self.machine
@@ -438,229 +339,6 @@ class Independence:
         if self.machine.agent_cta[op[OP_AGENT]] != c:
             f |= self._xr(c)
         return f
-
-    # ------------------------------------------------------------------ the set
-
-    def persistent(self, m: Machine) -> list[int] | None:
-        """The moves of a smallest stubborn set of movers in `m`'s state, in move order; None
-        where it is every enabled move.
-
-        A mover's later moves are split at its *boundary*: the first wait on its way that
-        blocks now (its barrier's phase must complete first) on a barrier its own earlier
-        lines do not touch. What it does before counts as its own (a member's dependent line
-        there makes it a member); what it does after can only follow that completion, so the
-        movers that can let the wait return (a necessary enabling set) stand for it. With an
-        arrival pending only an arrive can complete a phase; with none pending and bytes owed,
-        only a complete-tx (a thread's, or a load's landing). A blocked mover's boundary is
-        the wait it stands on (else the state is expanded fully: it may return and move on).
-
-        A CTA's exit is one event, the end of the last of its agents. A member's move that
-        reaches into CTA c (or may end c's last agent) conflicts with it only while every
-        other agent of c can end meanwhile: where one of them is a member or stands behind
-        its boundary (`behind`), c cannot exit before the member moves (`_exit_guard`)."""
-        ready = m.ready
-        if len(ready) <= 1:
-            return None
-        n = self.n_agents
-        regs, code = m.regs, m.code
-        tma = m.tma
-        n_tma = len(tma)
-        hold = n + 1 + n_tma
-        moves_of: dict[int, list[int]] = {}
-        for move in ready:
-            if move < n:
-                moves_of[move] = [move]
-            elif move == n:
-                return None  # the tensor core: not modelled here
-            else:
-                k = move - n - 1 if move < hold else move - hold
-                moves_of.setdefault(n + k, []).append(move)
-        barriers = m.barriers
-        cur: dict[int, int] = {}
-        # per mover: (touches before its boundary (flipped), arrives on, completes on) and
-        # after it (the same three), its boundary (barrier, how) or None
-        near: dict[int, tuple[int, int, int]] = {}
-        far: dict[int, tuple[int, int, int]] = {}
-        boundary: dict[int, tuple[int, int]] = {}
-        flip = self.flipped
-        unfinished: list[list[int]] = [[] for _ in range(self.ctas)]
-        for a in range(n):
-            r = regs[a]
-            pc = r[PC]
-            if pc >= code[a].end:
-                continue
-            unfinished[self.agent_cta[a]].append(a)
-            f, arrive, tx, points = self.lookahead(a, r)
-            enabled = a in moves_of
-            if enabled:
-                cur[a] = self._completing(self.current(a, r), barriers)
-            elif code[a].nodes[pc].kind not in WAITS:
-                return None
-            cut = None
-            for point in points:
-                b, parity, pre, pre_arrive, pre_tx, touched, _at = point
-                barrier = barriers[b]
-                if not touched and barrier.valid and (barrier.phase & 1) == parity:
-                    cut = point
-                    break
-            if not enabled and (cut is None or cut is not points[0] or cut[6] != pc):
-                return None  # blocked, but not on a wait the lookahead names as its boundary
-            if cut is None:
-                near[a] = (flip(f), arrive, tx)
-                far[a] = (0, 0, 0)
-                continue
-            b, _parity, pre, pre_arrive, pre_tx, _touched, _at = cut
-            barrier = barriers[b]
-            boundary[a] = (b, 0 if barrier.pending_arrivals > 0 else
-                           1 if barrier.tx_count > 0 else 2)
-            near[a] = (flip(pre), pre_arrive, pre_tx)
-            far[a] = (flip(f), arrive, tx)
-        for k, op in enumerate(tma):
-            if op[OP_DIR] != LOAD:
-                return None
-            x = n + k
-            cur[x] = f = self.copy(op)
-            near[x] = (flip(f), 0, 1 << op[OP_BAR])
-            far[x] = (0, 0, 0)
-        # per slot (touches, arrives on, completes on): each mover, what it touches before its
-        # boundary, all it can touch, and whether it can move now
-        tables: list = [None, None, None]
-        exits = self.exit_mask
-        best: list[int] | None = None
-        best_size = len(ready)
-        for seed in moves_of:
-            if best_size == 1:
-                break  # no set is smaller
-            members = {seed}
-            behind: set[int] = set()
-            work: list[tuple[int, int]] = [(seed, 0)]
-            size = len(moves_of[seed])
-            guarded: set[tuple[int, int]] = set()
-            while work and size < best_size:
-                while work and size < best_size:
-                    y, virtual = work.pop()
-                    if virtual == 2:  # a guard of a CTA's exit failed: its conflicts, plainly
-                        bit, slot = cur[y] & exits, 0
-                    elif virtual:  # the movers that can let y's boundary wait return
-                        b, how = boundary[y]
-                        bit, slot = 1 << b, (1, 2, 0)[how]
-                        if how == 2:
-                            bit = self.flip(bit)
-                    else:
-                        bit, slot = cur[y] & ~exits, 0
-                    table = tables[slot]
-                    if table is None:
-                        table = tables[slot] = [
-                            (z, near[z][slot], near[z][slot] | far[z][slot], z in moves_of)
-                            for z in near]
-                    for z, before, whole, enabled in table:
-                        if not whole & bit or z in members:
-                            continue
-                        if before & bit and enabled:
-                            members.add(z)
-                            work.append((z, 0))
-                            size += len(moves_of[z])
-                        elif z not in behind:
-                            behind.add(z)
-                            work.append((z, 1))
-                if size >= best_size:
-                    break
-                work = self._exit_guard(members, behind, cur, boundary, moves_of,
-                                        unfinished, guarded)
-            if size < best_size:
-                best_size = size
-                best = sorted(move for x in members for move in moves_of.get(x, ()))
-        return best
-
-    def _completing(self, f: int, barriers) -> int:
-        """A move's footprint in this state: a `complete_tx` on a barrier with no arrival
-        pending may complete its phase, so it touches the barrier itself."""
-        inc = (f >> self.inc_base) & self.bar_mask
-        while inc:
-            low = inc & -inc
-            b = low.bit_length() - 1
-            if barriers[b].pending_arrivals == 0 or not barriers[b].valid:
-                f |= low
-            inc ^= low
-        return f
-
-    def _exit_guard(self, members: set, behind: set, cur: dict, boundary: dict,
-                    moves_of: dict, unfinished: list, guarded: set) -> list[tuple[int, int]]:
-        """Work that keeps every CTA whose exit a member's move reads or writes from exiting
-        before it: for each, some other unfinished agent of that CTA must be a member or behind
-        its boundary. Where none is, one blocked on its boundary now is put behind it (the
-        movers that can let its wait return join); failing that, the member's exit conflicts
-        are taken as they are (every mover that can end or reach into that CTA)."""
-        work: list[tuple[int, int]] = []
-        for y in sorted(members):
-            f = cur[y]
-            for c in range(self.ctas):
-                if not (f >> (self.xr_base + c)) & 1 and not (f >> (self.xw_base + c)) & 1:
-                    continue
-                if (y, c) in guarded:
-                    continue
-                if any(x != y and (x in members or x in behind) for x in unfinished[c]):
-                    continue
-                guarded.add((y, c))
-                stand = [x for x in unfinished[c] if x != y and x not in moves_of
-                         and x in boundary]
-                if stand:
-                    behind.add(stand[0])
-                    work.append((stand[0], 1))
-                else:
-                    work.append((y, 2))
-        return work
-
-
-def _reads(node) -> frozenset[int]:
-    """The registers a node's expressions read (from their code text: `r[i]`)."""
-    codes: list[str] = []
-
-    def walk(x) -> None:
-        if isinstance(x, Expr):
-            codes.append(x.code)
-        elif isinstance(x, Ref):
-            walk(x.index)
-            if x.cta is not None:
-                walk(x.cta)
-        elif isinstance(x, tuple):
-            for y in x:
-                walk(y)
-
-    if isinstance(node, Line):
-        walk(node.args)
-    elif isinstance(node, Branch):
-        walk(node.cond)
-    elif isinstance(node, Assign):
-        walk(node.updates)
-    return frozenset(int(i) for code in codes for i in _REGISTER.findall(code))
-
-
-_REGISTER = re.compile(r"r\[(\d+)\]")
-
-
-def _eval(expr: Expr, r) -> int:
-    if expr.const is not None:
-        return expr.const
-    fn = _FNS.get(expr.code)
-    if fn is None:
-        from app.sim.program import function
-
-        fn = _FNS[expr.code] = function(expr)
-    return fn(r)
-
-
-_FNS: dict[str, object] = {}
-
-
-def _refs(args) -> list[Ref]:
-    out: list[Ref] = []
-    for x in args:
-        if isinstance(x, Ref):
-            out.append(x)
-        elif isinstance(x, tuple):
-            out.extend(_refs(x))
-    return out
 
 
 __all__ = ["SUPPORTED", "Independence", "applies"]
