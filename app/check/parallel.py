@@ -31,10 +31,10 @@ from threading import Event
 from app.sim.detectors import deadlock_diagnostics
 from app.sim.machine import DEADLOCK, RUNNING
 
-from . import passes, shortest
+from . import expand, passes, shortest
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import Exploration, Progress
-from .model import F_STATUS, PACK, pending_total
+from .model import F_STATUS, pending_total
 
 CHUNK = 48
 """States one message to a helper carries."""
@@ -73,80 +73,6 @@ class Lent:
 def applies(explorer, limits: Limits) -> bool:
     return (not explorer.cyclic and not limits.stop_at_first
             and "fork" in multiprocessing.get_all_start_methods())
-
-
-def _helper(explorer, conn, limits: Limits, inherited: list) -> None:
-    """A helper's loop. In: the parts the search's table gained since the last message (as
-    pickled segments, `_Feed`), then the keys of the states to expand; the helper keeps a copy
-    of the table, so a state travels as its 44-byte key. Out: per state its successors, each
-    (cost, kinds raised, whether a local move raised one, ended, its canonical parts: the
-    search's number where the copy of the table has the part, else the part itself). The
-    search's ends of the pipes it inherited are closed first, so that it sees the end of its own
-    pipe when the search is gone."""
-    for other in inherited:
-        other.close()
-    explorer.guard = CloseGuard(Budget(limits), limits.max_local_moves, explorer.cyclic)
-    form = explorer.canonical.form
-    parts: list = []
-    ids: dict = {}
-    while True:
-        try:
-            message = pickle.loads(conn.recv_bytes())
-        except EOFError:
-            return
-        if message is None:
-            return
-        segments, chunk = message
-        for blob in segments:
-            for part in pickle.loads(blob):
-                ids[part] = len(parts)
-                parts.append(part)
-        try:
-            answer = [_expand_key(explorer, form, parts, ids, key) for key in chunk]
-            conn.send_bytes(pickle.dumps(("ok", answer), pickle.HIGHEST_PROTOCOL))
-        except Stop as stop:
-            conn.send_bytes(pickle.dumps(("stop", stop.reason, stop.message)))
-        except Exception as err:  # a consistency check failed: the search reports it
-            conn.send_bytes(pickle.dumps(("error", f"{type(err).__name__}: {err}")))
-
-
-def _expand_key(explorer, form, parts: list, ids: dict, key: bytes) -> list:
-    numbers = PACK.unpack(key)
-    frozen = tuple(parts[i] for i in numbers[:-1])
-    old_pend = parts[numbers[-1]]
-    out = []
-    for _, cost, record, closing, machine, after, now in explorer.successors(
-            frozen, list(old_pend)):
-        at_stop = machine.stop_report if machine.status == DEADLOCK else ()
-        kinds = [d["kind"] for d in record["diagnostics"]
-                 if not any(d is s for s in at_stop)]
-        raised = bool(closing) and any(not any(c is d for d in at_stop) for c in closing)
-        canonical, canonical_pend = form(now, after)
-        named = []
-        for part, old, number in zip(canonical, frozen, numbers, strict=False):
-            if part is old:
-                named.append(number)
-            else:
-                i = ids.get(part)
-                named.append(part if i is None else i)
-        canonical_pend = tuple(canonical_pend)
-        i = numbers[-1] if canonical_pend == old_pend else ids.get(canonical_pend)
-        named.append(canonical_pend if i is None else i)
-        out.append((cost, kinds, raised, machine.status != RUNNING, named))
-    return out
-
-
-def _expand(explorer, form, frozen: tuple, pend: list) -> list:
-    out = []
-    for _, cost, record, closing, machine, after, now in explorer.successors(frozen, pend):
-        at_stop = machine.stop_report if machine.status == DEADLOCK else ()
-        kinds = [d["kind"] for d in record["diagnostics"]
-                 if not any(d is s for s in at_stop)]
-        raised = bool(closing) and any(not any(c is d for d in at_stop) for c in closing)
-        canonical, canonical_pend = form(now, after)
-        out.append((cost, kinds, raised, machine.status != RUNNING, canonical,
-                    tuple(canonical_pend)))
-    return out
 
 
 class _Feed:
@@ -194,7 +120,7 @@ class _Helpers:
     def grow(self, want: int) -> None:
         for _ in range(self.lent.borrow(want)):
             mine, theirs = self.context.Pipe()
-            proc = self.context.Process(target=_helper, args=(self.explorer, theirs,
+            proc = self.context.Process(target=expand.helper, args=(self.explorer, theirs,
                                                                self.limits,
                                                                [mine, *self.conns]),
                                         daemon=True)
@@ -322,7 +248,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                     if terminal[node]:
                         deadlocked(node, current, frozen, node_pend)
                         continue
-                    apply(node, current, _expand(explorer, canonical.form, frozen, node_pend))
+                    apply(node, current, expand.expand(explorer, canonical.form, frozen, node_pend))
                     expanded += 1
                     if expanded % CHECK_EVERY == 0 and _look(out, budget, progress, buckets,
                                                              len(order) - i, next_report,
@@ -351,7 +277,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                     at, mine, position = local
                     node = chunks[at][position]
                     if not terminal[node]:
-                        mine.append(_expand(explorer, canonical.form, *decode(keys[node])))
+                        mine.append(expand.expand(explorer, canonical.form, *decode(keys[node])))
                     local[2] += 1
                     if local[2] == len(chunks[at]):
                         answers[at] = (False, mine)
