@@ -14,7 +14,9 @@ def release_memory() -> None:
     Call it once the Exploration and the answer built from it are dropped (a worker process,
     after each check). Stored states are many small objects; CPython frees them into its own
     arenas and glibc keeps freed heap pages, so without `malloc_trim` the process's RSS stays at
-    its peak after the check ends."""
+    its peak after the check ends. What `Explorer.explore` froze out of the collector's sight
+    comes back into it first."""
+    gc.unfreeze()
     gc.collect()
     _malloc_trim()
 

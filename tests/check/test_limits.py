@@ -158,3 +158,19 @@ def test_release_memory_runs_anywhere():
     from app.check.engine import release_memory
 
     release_memory()  # glibc: trims the heap; elsewhere: only collects
+
+
+def test_what_a_search_keeps_is_frozen_out_of_the_collector_until_released():
+    """The first collection after a search would walk every stored state: `explore` freezes
+    what survives it, and `release_memory` gives it back to the collector."""
+    import gc
+
+    from app.check.engine import release_memory
+
+    release_memory()
+    assert gc.get_freeze_count() == 0
+    _, out = explore("double_buffer_tma", stages=2, tiles=2)
+    assert out.verdict == "safe" and gc.isenabled()
+    assert gc.get_freeze_count() > len(out.keys)
+    release_memory()
+    assert gc.get_freeze_count() == 0
