@@ -31,10 +31,11 @@ from threading import Event
 from app.sim.detectors import deadlock_diagnostics
 from app.sim.machine import DEADLOCK, RUNNING
 
-from . import expand, passes, shortest
+from . import passes, shortest
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import Exploration, Progress
 from .model import F_STATUS, pending_total
+from .parallel_helper import expand, helper
 
 CHUNK = 48
 """States one message to a helper carries."""
@@ -120,7 +121,7 @@ class _Helpers:
     def grow(self, want: int) -> None:
         for _ in range(self.lent.borrow(want)):
             mine, theirs = self.context.Pipe()
-            proc = self.context.Process(target=expand.helper, args=(self.explorer, theirs,
+            proc = self.context.Process(target=helper, args=(self.explorer, theirs,
                                                                self.limits,
                                                                [mine, *self.conns]),
                                         daemon=True)
@@ -248,7 +249,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                     if terminal[node]:
                         deadlocked(node, current, frozen, node_pend)
                         continue
-                    apply(node, current, expand.expand(explorer, canonical.form, frozen, node_pend))
+                    apply(node, current, expand(explorer, canonical.form, frozen, node_pend))
                     expanded += 1
                     if expanded % CHECK_EVERY == 0 and _look(out, budget, progress, buckets,
                                                              len(order) - i, next_report,
@@ -277,7 +278,7 @@ def _search(explorer, limits: Limits, progress, cancel, helpers: _Helpers, targe
                     at, mine, position = local
                     node = chunks[at][position]
                     if not terminal[node]:
-                        mine.append(expand.expand(explorer, canonical.form, *decode(keys[node])))
+                        mine.append(expand(explorer, canonical.form, *decode(keys[node])))
                     local[2] += 1
                     if local[2] == len(chunks[at]):
                         answers[at] = (False, mine)

@@ -9,7 +9,7 @@ import multiprocessing
 
 import pytest
 
-from app.check import expand, parallel
+from app.check import parallel, parallel_helper
 from app.check.engine import Explorer
 from app.check.service import check_config
 from app.core.pool import Lender, WorkPool
@@ -143,7 +143,7 @@ def test_a_failure_in_a_helper_is_the_searchs_internal_error(small_chunks, monke
     def broken(*args):
         raise ValueError("a consistency check failed")
 
-    monkeypatch.setattr(expand, "_expand_key", broken)
+    monkeypatch.setattr(parallel_helper, "_expand_key", broken)
     cfg = config("double_buffer_tma", stages=2, tiles=3, consumers=2)
     with pytest.raises(AssertionError, match="in a helper of the search: ValueError"):
         Explorer(cfg).explore(STATE_BOUND, lent=parallel.Lent.fixed(1), helpers=1)
