@@ -76,3 +76,43 @@ def test_a_copy_name_is_kept_by_the_copy_itself():
     assert op_name(machine, impostor) == "load:t3"
     machine.thaw(machine.freeze())
     assert op_name(machine, machine.tma[0]) == name
+
+
+def _stepped(cfg, limit: int) -> tuple:
+    """Round robin one `Machine.step` at a time, as `Run` checkpoints and records it."""
+    machine = Machine(cfg)
+    moves, diagnostics, checkpoints, last = [], list(machine.stop_report), [machine.freeze()], -1
+    while len(moves) < limit and machine.status == "running":
+        move = machine.round_robin_move(last)
+        if move is None:
+            break
+        last = move
+        diagnostics.extend(machine.step(move)["diagnostics"])
+        moves.append(move)
+        if machine.step_no % 256 == 0:
+            checkpoints.append(machine.freeze())
+    return moves, diagnostics, checkpoints, machine.freeze()
+
+
+def test_the_round_robin_loop_makes_the_moves_of_step_by_step():
+    """app/sim/robin.py fuses choosing, stepping and settling: the same moves, diagnostics,
+    checkpoints and final state, for runs that end done, deadlocked and undefined."""
+    ends = set()
+    for name, params, bugs in (
+            ("double_buffer_tma", {"stages": 2, "tiles": 40, "consumers": 2}, []),
+            ("double_buffer_tma", {"stages": 2, "tiles": 5, "consumers": 2},
+             ["consumer_skips_release"]),
+            ("double_buffer_tma", {}, ["producer_skips_empty_wait"]),
+            ("double_buffer_tma", {"stages": 3, "tiles": 30}, ["expect_tx_short"]),
+            ("cluster_multicast", {}, []),
+            ("cluster_multicast", {}, ["no_producer_tail"])):
+        scenario = get(name)
+        cfg = scenario.resolve(params, bugs)
+        run = Run.complete(cfg, Schedule("round_robin"), scenario.describe(cfg), step_limit=900)
+        moves, diagnostics, checkpoints, final = _stepped(cfg, 900)
+        assert list(run.choices) == moves
+        assert run.diagnostics == diagnostics
+        assert run.checkpoints == checkpoints
+        assert run.machine.freeze() == final
+        ends.add(run.machine.status)
+    assert {"done", "deadlock", "undefined_behavior"} <= ends

@@ -1,0 +1,149 @@
+"""Round robin's run loop: `Run._extend`'s choose-step-record cycle for `Schedule("round_robin")`
+with the machine's `round_robin_move`, `step` and `_settle` fused into one frame.
+
+The moves, records, statuses and checkpoints are those of calling them one by one (the test is
+tests/sim/test_engine_caches.py); what it saves is the calls and a second look at the state:
+after an agent's step with no copy in flight, `_settle` would list every enabled move to tell a
+running machine from a finished one, where the next round-robin move, looked for in its order
+from the agent that moved, is the answer already (none found: `_settle` decides). Families
+that add movers take the ordinary path (`Run._extend`).
+"""
+
+from __future__ import annotations
+
+from .barrier import UndefinedBehavior
+from .families import copies
+from .family import STAY
+from .program import ProgramError
+from .reports import RUNNING
+
+
+def usable(machine) -> bool:
+    """Whether `extend` can run this machine: no family adds movers of its own."""
+    return not machine.extra_movers
+
+
+def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> tuple[int, int]:
+    """Make up to `limit` round-robin moves after move `last` (`RoundRobin.last`), appending
+    to `run`'s choices, diagnostics and (every `every` steps, `until_checkpoint` steps from
+    now first) checkpoints. Returns (moves made, the last move)."""
+    n = m.n_agents
+    rows, codes, regs, names, tma = m._rows, m.code, m.regs, m.agent_names, m.tma
+    choices, diagnostics, checkpoints = run.choices, run.diagnostics, run.checkpoints
+    append = choices.append
+    tma_step = copies.tma_step
+    made = 0
+    found = -1
+    """An agent known to be round robin's next move in this state (-1: not looked for)."""
+    while made < limit and m.status == RUNNING:
+        if found >= 0:
+            move, found = found, -1
+        else:
+            move = _pick(m, last, n, rows, regs)
+            if move is None:
+                break
+        if move > 255:
+            choices = run._record(choices, move)
+            append = choices.append
+        else:
+            append(move)
+        last = move
+        m._picked = -1
+        step_no = m.step_no = m.step_no + 1
+        try:
+            if move < n:
+                r = regs[move]
+                code = codes[move]
+                pc = r[0]
+                record = {"step": step_no, "agent": names[move], "op": code.ops[pc],
+                          "line": code.line_of[pc], "operands": {}, "events": [],
+                          "diagnostics": []}
+                if code.handlers[pc](m, move, r, code.prepared[pc], record) is not STAY:
+                    r[0] = pc + 1
+                    if not code.is_line[pc + 1]:
+                        m._follow(move)
+            else:
+                record = {"step": step_no, "agent": None, "op": None, "line": None,
+                          "operands": {}, "events": [], "diagnostics": []}
+                k = move - n - 1
+                if 0 <= k < len(tma):
+                    tma_step(m, k, False, record)
+                else:
+                    m._other_step(move, record)
+        except (UndefinedBehavior, ProgramError) as ub:
+            m.undefined(ub, record)
+        else:
+            if tma or m.tensor_core:
+                m._ready = None
+            else:
+                m._ready = None
+                found = _next_agent(m, move, n, rows, regs)
+                if found < 0:
+                    m._settle(record)
+        made += 1
+        if record["diagnostics"]:
+            diagnostics.extend(record["diagnostics"])
+        until_checkpoint -= 1
+        if not until_checkpoint:
+            checkpoints.append(m.freeze())
+            until_checkpoint = every
+    return made, last
+
+
+def _first_ready(m, agents, rows, regs) -> int:
+    """The first of `agents` (a range) that can move now, or -1: `Reports._agent_ready` of
+    each in turn, inline (a call per agent per step was most of this loop's cost)."""
+    for a in agents:
+        end, blockers, prepared = rows[a]
+        r = regs[a]
+        pc = r[0]
+        if pc >= end:
+            continue
+        test = blockers[pc]
+        if test is None:
+            return a
+        try:
+            if test(m, a, r, prepared[pc]):
+                return a
+        except ProgramError:  # the step stops the run at this line (`_can_move`)
+            return a
+    return -1
+
+
+def _next_agent(m, last: int, n: int, rows, regs) -> int:
+    """Round robin's next move after `last` where only agents can move: the first enabled
+    agent after it, else the first one from the start; -1 when none is."""
+    a = _first_ready(m, range(last + 1, n), rows, regs)
+    if a < 0:
+        a = _first_ready(m, range(min(last + 1, n)), rows, regs)
+    return a
+
+
+def _pick(m, last: int, n: int, rows, regs) -> int | None:
+    """`Reports.round_robin_move` (no family movers)."""
+    ready = m._ready
+    if ready is not None:
+        if not ready:
+            return None
+        holds = n + 1 + len(m.tma)
+        for move in ready:
+            if move >= holds:
+                break
+            if move > last:
+                return move
+        return ready[0]
+    if last < n:
+        a = _first_ready(m, range(last + 1 if last >= 0 else 0, n), rows, regs)
+        if a >= 0:
+            return a
+        if m.tensor_core:
+            return n
+    copies_in_flight = len(m.tma)
+    if copies_in_flight and last < n + copies_in_flight:
+        return last + 1 if last >= n else n + 1
+    a = _first_ready(m, range(min(last + 1, n)), rows, regs)
+    if a >= 0:
+        return a
+    if m.tensor_core:
+        return n
+    return n + 1 if copies_in_flight else None
