@@ -147,15 +147,33 @@ def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
         m.tx_ledger[b] = [0, 0, 0]
         ordering.reset(m, b)
     if done:
-        events.append({"kind": "phase_completed", "barrier": name, "phase": barrier.phase,
-                       "parity": barrier.phase & 1})
-        m.observed[b] = 0
-        m.tx_ledger[b] = [0, 0, 0]
-        bit = 1 << b
-        pending, completed = m.acc_cover
-        m.acc_cover = [pending & ~bit, (completed & ~bit) | (pending & bit)]
-        ordering.complete(m, b)
+        _completed(m, events, b, barrier.phase, name)
     return done
+
+
+def complete_tx(m, record: dict, b: int, value: int) -> bool:
+    """`barrier_op(m, record, b, "complete_tx", value)`: what every landing chunk does."""
+    done = m.barriers[b].complete_tx(value)
+    name = m.barrier_names[b]
+    events = record["events"]
+    events.append({"kind": "complete_tx", "barrier": name, "bytes": value})
+    if done:
+        _completed(m, events, b, m.barriers[b].phase, name)
+    return done
+
+
+def _completed(m, events: list, b: int, phase: int, name: str) -> None:
+    """Barrier `b` just completed a phase (now `phase`): its record, its ledger, what a
+    `tcgen05.commit` in it covers, what its waits learn."""
+    events.append({"kind": "phase_completed", "barrier": name, "phase": phase,
+                   "parity": phase & 1})
+    m.observed[b] = 0
+    m.tx_ledger[b] = [0, 0, 0]
+    bit = 1 << b
+    pending, completed = m.acc_cover
+    if (pending | completed) & bit:
+        m.acc_cover = [pending & ~bit, (completed & ~bit) | (pending & bit)]
+    ordering.complete(m, b)
 
 
 def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> None:

@@ -35,7 +35,7 @@ from ..core import (
     STORE,
     TILE_SPAN,
     W_ASYNC,
-    barrier_op,
+    complete_tx,
     init_known,
     op_name,
     remote_access,
@@ -44,7 +44,6 @@ from ..core import (
     tile_word,
     tx_check,
     unread_by_store,
-    unread_store,
     unshift,
 )
 from ..detectors import Diagnostic
@@ -287,31 +286,33 @@ def can_hold(m, k: int) -> bool:
 def tma_step(m, k: int, hold: bool, record: dict) -> None:
     op = m.tma[k]
     record["agent"] = "tma"
-    stage, c = op[OP_STAGE], op[OP_NEXT]
+    direction, stage, c = op[OP_DIR], op[OP_STAGE], op[OP_NEXT]
     kept = m.op_names.get(id(op))  # `op_name`'s cache, looked at here: this runs per chunk
     name = kept[1] if kept is not None and kept[0] is op else op_name(m, op)
-    if op[OP_DIR] == STORE and op[OP_WRITING]:
+    if direction == STORE and op[OP_WRITING]:
         record["op"] = "cp.async.bulk (writes land)"
         record["operands"] = {"op": name, "tile": tile_index(op[OP_TILE])}
         record["events"].append({"kind": "store_complete", "op": name,
                                  "tile": tile_index(op[OP_TILE])})
         del m.tma[k]
         return
-    record["operands"] = {"op": name, "chunk": c, "stage": m.stage_names[stage]}
-    if op[OP_DIR] == LOAD:
-        _land(m, op, name, hold, record)
+    stage_name = m.stage_names[stage]
+    record["operands"] = {"op": name, "chunk": c, "stage": stage_name}
+    if direction == LOAD:
+        _land(m, op, name, hold, record, stage, c, stage_name)
     else:
         smem.store_read(m, op, name, record)
     op[OP_NEXT] = c + 1
     if c + 1 == op[OP_END]:
-        if op[OP_DIR] == LOAD or not m.writes_observed:
+        if direction == LOAD or not m.writes_observed:
             del m.tma[k]
         else:
             op[OP_WRITING] = True
 
 
-def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
-    stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
+def _land(m, op: list, name: str, hold: bool, record: dict, stage: int, c: int,
+          stage_name: str) -> None:
+    tile, b = op[OP_TILE], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
     old_tile = m.chunks[stage][c][0]
     if old_tile >= SHIFT_SPAN:
@@ -319,24 +320,27 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     if m.clustered and m.agent_cta[op[OP_AGENT]] != m.stage_cta[stage]:
         remote_access(m, m.agent_cta[op[OP_AGENT]], m.stage_cta[stage],
                       f"the multicast of {tile_word(m, tile)} wrote "
-                      f"{m.stage_names[stage]} and completed bytes on {m.barrier_names[b]}")
+                      f"{stage_name} and completed bytes on {m.barrier_names[b]}")
     if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
         op[OP_FLAGGED] |= FLAG_OVERWRITE
         holders = [a.name for i, a in enumerate(m.agents) if m.owed[(stage, old_tile)] >> i & 1]
-        stage_name = m.stage_names[stage]
         record["diagnostics"].append(Diagnostic.make(
             "overwrite", m.step_no,
             f"The TMA load of {tile_word(m, tile)} wrote {stage_name} while "
             f"{tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
-    if m.stores_read_smem and unread_store(m, stage, c, c + 1) is not None:
-        unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}", "tma",
-                        record)
+    if m.stores_read_smem:
+        for other in m.tma:  # `unread_store(m, stage, c, c + 1)`, inlined: it runs per chunk
+            if (other[OP_DIR] == STORE and other[OP_STAGE] == stage and not other[OP_WRITING]
+                    and other[OP_NEXT] <= c < other[OP_END]):
+                unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}",
+                                "tma", record)
+                break
     m.chunks[stage][c] = (op[OP_CONTENT], W_ASYNC)
     if m.aliased:
         smem.alias_write(m, stage, c, ["tma"], record)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
-    record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
+    record["events"].append({"kind": "chunk_landed", "op": name, "stage": stage_name,
                              "chunk": c, "tile": None if tile == NO_TILE else tile % TILE_SPAN})
     bar_name = m.barrier_names[b]
     record["operands"]["barrier"] = bar_name
@@ -348,7 +352,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
         return
     total = m.held[b] + nbytes
     m.held[b] = 0
-    barrier_op(m, record, b, "complete_tx", total)
+    complete_tx(m, record, b, total)
 
 
 def _explain(m, a, waiting) -> str:
