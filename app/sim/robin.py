@@ -32,14 +32,25 @@ def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> 
     choices, diagnostics, checkpoints = run.choices, run.diagnostics, run.checkpoints
     append = choices.append
     tma_step = copies.tma_step
+    after = [tuple(range(a + 1, n)) + tuple(range(a + 1)) for a in range(n)]
+    after.append(tuple(range(n)))
+    """Per last move (any past the agents: `n`), the agents in round-robin order after it."""
+    tails = [tuple(range(a, n)) for a in range(n + 1)]
+    heads = [tuple(range(a)) for a in range(n + 1)]
+    """The agents from agent `a` on, and before it (`_pick`'s two scans)."""
     made = 0
     found = -1
     """An agent known to be round robin's next move in this state (-1: not looked for)."""
-    while made < limit and m.status == RUNNING:
+    if m.status != RUNNING:
+        return made, last
+    m._picked = -1  # no step below reads it, and each would forget it
+    while made < limit:
         if found >= 0:
             move, found = found, -1
+        elif n <= last < n + len(tma) and m._ready is None:
+            move = last + 1  # `_pick`: the copy after the one (or the tensor core) that moved
         else:
-            move = _pick(m, last, n, rows, regs)
+            move = _pick(m, last, n, rows, regs, tails, heads)
             if move is None:
                 break
         if move > 255:
@@ -48,7 +59,6 @@ def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> 
         else:
             append(move)
         last = move
-        m._picked = -1
         step_no = m.step_no = m.step_no + 1
         try:
             if move < n:
@@ -72,14 +82,14 @@ def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> 
                     m._other_step(move, record)
         except (UndefinedBehavior, ProgramError) as ub:
             m.undefined(ub, record)
+            limit = 0  # the run has ended: this is the loop's last step
         else:
-            if tma or m.tensor_core:
-                m._ready = None
-            else:
-                m._ready = None
-                found = _next_agent(m, move, n, rows, regs)
+            m._ready = None
+            if not tma and not m.tensor_core:
+                found = _first_ready(m, after[move if move < n else n], rows, regs)
                 if found < 0:
-                    m._settle(record)
+                    m._settle(record)  # nothing can move: the run is done or deadlocked
+                    limit = 0
         made += 1
         if record["diagnostics"]:
             diagnostics.extend(record["diagnostics"])
@@ -110,16 +120,7 @@ def _first_ready(m, agents, rows, regs) -> int:
     return -1
 
 
-def _next_agent(m, last: int, n: int, rows, regs) -> int:
-    """Round robin's next move after `last` where only agents can move: the first enabled
-    agent after it, else the first one from the start; -1 when none is."""
-    a = _first_ready(m, range(last + 1, n), rows, regs)
-    if a < 0:
-        a = _first_ready(m, range(min(last + 1, n)), rows, regs)
-    return a
-
-
-def _pick(m, last: int, n: int, rows, regs) -> int | None:
+def _pick(m, last: int, n: int, rows, regs, tails, heads) -> int | None:
     """`Reports.round_robin_move` (no family movers)."""
     ready = m._ready
     if ready is not None:
@@ -133,7 +134,7 @@ def _pick(m, last: int, n: int, rows, regs) -> int | None:
                 return move
         return ready[0]
     if last < n:
-        a = _first_ready(m, range(last + 1 if last >= 0 else 0, n), rows, regs)
+        a = _first_ready(m, tails[last + 1], rows, regs)
         if a >= 0:
             return a
         if m.tensor_core:
@@ -141,7 +142,7 @@ def _pick(m, last: int, n: int, rows, regs) -> int | None:
     copies_in_flight = len(m.tma)
     if copies_in_flight and last < n + copies_in_flight:
         return last + 1 if last >= n else n + 1
-    a = _first_ready(m, range(min(last + 1, n)), rows, regs)
+    a = _first_ready(m, heads[min(last + 1, n)], rows, regs)
     if a >= 0:
         return a
     if m.tensor_core:
