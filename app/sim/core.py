@@ -280,6 +280,8 @@ def take(m, a: int, stage: int, tile: int) -> None:
 
 def discharge(m, stage: int, bits: int) -> None:
     owed = m.owed
+    if not owed:
+        return
     for key in [k for k in owed if k[0] == stage]:
         left = owed[key] & ~bits
         if left:

@@ -63,8 +63,10 @@ def _same_name(m, a: list, b: list) -> bool:
 def _issue(m, op: list) -> None:
     """Put a new copy in flight with the lowest serial its name leaves free."""
     direction, tile = op[OP_DIR], op[OP_TILE]
-    taken = [other[OP_SERIAL] for other in m.tma
-             if other[OP_TILE] == tile and other[OP_DIR] == direction and _same_name(m, op, other)]
+    taken = []
+    for other in m.tma:  # a loop, not a comprehension: mostly no copy in flight has the tile
+        if other[OP_TILE] == tile and other[OP_DIR] == direction and _same_name(m, op, other):
+            taken.append(other[OP_SERIAL])
     serial = 1
     while serial in taken:
         serial += 1

@@ -17,10 +17,11 @@ def _assign(m, a, r, args, record) -> None:
     plan = _PLANS.get(id(updates))
     if plan is None or plan[0] is not updates or plan[1] is not agent.registers:
         plan = _plan(updates, agent.registers)
-    _, _, base, shown, keyed = plan
-    record["operands"] = {name: r[reg] for name, reg in shown}
+    _, _, base, shown, keys, touched = plan
+    values = tuple(map(r.__getitem__, touched))
+    record["operands"] = dict(zip(shown, values, strict=True))
     record["events"].append({"kind": "register", "agent": agent.name, "name": base,
-                             "value": {key: r[reg] for key, reg in keyed}})
+                             "value": dict(zip(keys, values, strict=True))})
 
 
 _PLANS: dict[int, tuple] = {}
@@ -28,10 +29,10 @@ _PLANS: dict[int, tuple] = {}
 
 
 def _plan(updates: tuple, names: tuple[str, ...]) -> tuple:
-    """(updates, names, the event's name, (name in the operands, register) and (key in the
-    event's value, register) of each register written, in register order), kept in `_PLANS`.
-    The entry holds
-    `updates` and `names` themselves, so its key names no other object while it is kept."""
+    """(updates, names, the event's name, the name in the operands, the key in the event's
+    value and the register of each register written, in register order), kept in `_PLANS`.
+    The entry holds `updates` and `names` themselves, so its key names no other object while
+    it is kept."""
     touched = []
     for reg, _fn in updates:
         if reg not in touched:
@@ -43,9 +44,7 @@ def _plan(updates: tuple, names: tuple[str, ...]) -> tuple:
                  for name in shown)
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    plan = _PLANS[id(updates)] = (updates, names, base,
-                                  tuple(zip(shown, touched, strict=True)),
-                                  tuple(zip(keys, touched, strict=True)))
+    plan = _PLANS[id(updates)] = (updates, names, base, shown, keys, tuple(touched))
     return plan
 
 
