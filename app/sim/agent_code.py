@@ -10,6 +10,7 @@ from .program import _NAMESPACE, Assign, Branch, Expr, Jump, Line, ProgramError,
 HANDLERS = merged("handlers")
 BLOCKERS = merged("blockers")
 """Line kinds that can block, with the test that says whether the agent can move."""
+FUSED = merged("fused")
 
 
 class AgentCode:
@@ -27,7 +28,8 @@ class AgentCode:
         """Each line's PTX spelling (the step record's `op`)."""
         self.prepared = tuple(_prepare(n) for n in program.nodes)
         self.line_of = {node: i for i, node in enumerate(program.listing)}
-        self.blockers = tuple(BLOCKERS.get(k) for k in self.kinds)
+        self.blockers = tuple(_blocker(n, k) for n, k in zip(self.nodes, self.kinds,
+                                                               strict=True))
         self.handlers = tuple(HANDLERS.get(k) for k in self.kinds)
         self.is_line = tuple(k is not None for k in self.kinds) + (True,)
         self.flow = tuple(_flow(n) for n in program.nodes)
@@ -76,15 +78,43 @@ def _out_of_bounds(name: str, i: int, size: int):
 
 def _index(ref):
     """A function from registers to the flat index of `ref`'s element, bounds-checked."""
+    if ref.cta is None and ref.index.const is not None:
+        value = ref.base + ref.index.const
+        return lambda r: value
+    return eval(f"lambda r: {_index_code(ref)}", _CODE_NAMESPACE)  # noqa: S307
+
+
+def _index_code(ref) -> str:
     base, size, index = ref.base, ref.size, ref.index
     if ref.cta is None and index.const is not None:
-        value = base + index.const
-        return lambda r: value
+        return str(base + index.const)
     code = f"{base} + v if 0 <= (v := {index.code}) < {size} else _oob({ref.array!r}, v, {size})"
     if ref.cta is not None:
         code = (f"({code}) + c * {size} if 0 <= (c := {ref.cta.code}) < {ref.ctas} "
                 f"else _oob('the cluster', c, {ref.ctas})")
-    return eval(f"lambda r: {code}", {**_NAMESPACE, "_oob": _out_of_bounds})  # noqa: S307
+    return code
+
+
+_CODE_NAMESPACE = {**_NAMESPACE, "_oob": _out_of_bounds}
+
+
+def _operand_code(arg) -> str | None:
+    """An operand's value as a parenthesized expression over `r` (None: it has none)."""
+    if isinstance(arg, Expr):
+        return f"({arg.code})"
+    if isinstance(arg, Ref):
+        return f"({_index_code(arg)})"
+    return None
+
+
+def _blocker(node, kind):
+    """The line's blocking test: its family's `fused` expression made a function where it
+    gives one, else the kind's generic test (None: the line never blocks)."""
+    fuse = FUSED.get(kind)
+    code = fuse(node, _operand_code) if fuse is not None else None
+    if code is None:
+        return BLOCKERS.get(kind)
+    return eval(f"lambda m, a, r, args: {code}", _CODE_NAMESPACE)  # noqa: S307
 
 
 _CODE: dict[int, tuple] = {}

@@ -117,3 +117,29 @@ def test_the_round_robin_loop_makes_the_moves_of_step_by_step():
         assert run.machine.freeze() == final
         ends.add(run.machine.status)
     assert {"done", "deadlock", "undefined_behavior"} <= ends
+
+
+def test_a_fused_blocker_answers_as_the_generic_test():
+    """A line's `fused` test (Family.fused, app/sim/agent_code.py) gives its kind's generic
+    test's answer in every state a run passes through, agent by agent."""
+    from app.sim.agent_code import BLOCKERS
+
+    compared = 0
+    for name, bugs in (("double_buffer_tma", []), ("double_buffer_tma", ["forget_phase_toggle"]),
+                       ("cluster_multicast", []), ("tilelang_3087_single_slot_parity", [])):
+        scenario = get(name)
+        cfg = scenario.resolve({}, bugs)
+        for seed in (1, 2):
+            run = Run.complete(cfg, Schedule("random", seed=seed), scenario.describe(cfg))
+            for step in range(run.total_steps + 1):
+                machine = run.machine_at(step)
+                for a, code in enumerate(machine.code):
+                    r = machine.regs[a]
+                    pc = r[0]
+                    if pc >= code.end or code.blockers[pc] is BLOCKERS.get(code.kinds[pc]):
+                        continue
+                    args = code.prepared[pc]
+                    generic = BLOCKERS[code.kinds[pc]](machine, a, r, args)
+                    assert code.blockers[pc](machine, a, r, args) == generic
+                    compared += 1
+    assert compared > 100

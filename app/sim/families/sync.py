@@ -311,9 +311,18 @@ def _token_ready(m, a, r, args) -> bool:
 BLOCKERS = {"wait_parity": _parity_ready, "wait_token": _token_ready}
 
 
+def _parity_fused(line, code) -> str | None:
+    """`_parity_ready` of one line, its operands written in (`Family.fused`)."""
+    _dest, bar, parity, blocking, _hint = line.args
+    bar, parity = code(bar), code(parity)
+    if blocking != WAIT_BLOCKS or bar is None or parity is None:
+        return None
+    return f"not (_b := m.barriers[{bar}]).valid or (_b.phase & 1) != {parity}"
+
+
 FAMILY = Family(
     "mbarrier (app/sim/families/sync.py)", 10, HANDLERS, BLOCKERS, views.WAITING,
     explain={"wait_parity": views.explain, "wait_token": views.explain},
     arrives=("arrive", "arrive_drop", "arrive_expect_tx"), deadlock=views.deadlock,
     snapshot=views.snapshot, snapshot_inputs=views.snapshot_inputs,
-    forms=_isa_forms(), writes_smem=frozenset())
+    forms=_isa_forms(), writes_smem=frozenset(), fused={"wait_parity": _parity_fused})
