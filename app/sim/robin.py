@@ -105,61 +105,6 @@ def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> 
             checkpoints.append(m.freeze())
             until_checkpoint = every
     return made, last
-    m._picked = -1  # no step below reads it, and each would forget it
-    while made < limit:
-        if found >= 0:
-            move, found = found, -1
-        elif n <= last < n + len(tma) and m._ready is None:
-            move = last + 1  # `_pick`: the copy after the one (or the tensor core) that moved
-        else:
-            move = _pick(m, last, n, rows, regs, tails, heads)
-            if move is None:
-                break
-        if move > 255:
-            choices = run._record(choices, move)
-            append = choices.append
-        else:
-            append(move)
-        last = move
-        step_no = m.step_no = m.step_no + 1
-        try:
-            if move < n:
-                r = regs[move]
-                code = codes[move]
-                pc = r[0]
-                record = {"step": step_no, "agent": names[move], "op": code.ops[pc],
-                          "line": code.line_of[pc], "operands": {}, "events": [],
-                          "diagnostics": []}
-                if code.handlers[pc](m, move, r, code.prepared[pc], record) is not STAY:
-                    r[0] = pc + 1
-                    if not code.is_line[pc + 1]:
-                        m._follow(move)
-            else:
-                record = {"step": step_no, "agent": None, "op": None, "line": None,
-                          "operands": {}, "events": [], "diagnostics": []}
-                k = move - n - 1
-                if 0 <= k < len(tma):
-                    tma_step(m, k, False, record)
-                else:
-                    m._other_step(move, record)
-        except (UndefinedBehavior, ProgramError) as ub:
-            m.undefined(ub, record)
-            limit = 0  # the run has ended: this is the loop's last step
-        else:
-            m._ready = None
-            if not tma and not m.tensor_core:
-                found = _first_ready(m, after[move if move < n else n], rows, regs)
-                if found < 0:
-                    m._settle(record)  # nothing can move: the run is done or deadlocked
-                    limit = 0
-        made += 1
-        if record["diagnostics"]:
-            diagnostics.extend(record["diagnostics"])
-        until_checkpoint -= 1
-        if not until_checkpoint:
-            checkpoints.append(m.freeze())
-            until_checkpoint = every
-    return made, last
 
 
 def _first_ready(m, agents, rows, regs) -> int:
