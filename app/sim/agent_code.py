@@ -4,6 +4,7 @@ shared by every machine that runs it."""
 
 from __future__ import annotations
 
+from .core import REGISTER_LIMIT, checked
 from .families import merged
 from .program import _NAMESPACE, Assign, Branch, Expr, Jump, Line, ProgramError, Ref, function
 
@@ -17,7 +18,7 @@ class AgentCode:
     """One agent's nodes with their operands turned into functions of the register list."""
 
     __slots__ = ("program", "nodes", "end", "kinds", "ops", "prepared", "line_of", "blockers",
-                 "handlers", "is_line", "flow")
+                 "handlers", "is_line", "flow", "chains")
 
     def __init__(self, program):
         self.program = program
@@ -36,6 +37,9 @@ class AgentCode:
         """Per node, what `Machine._follow` does there: stop (`LINE`), run its register
         updates (`ASSIGN`), or go to a target: a jump's, or a branch's when its condition
         fails (the nodes whose `prepared` is a condition)."""
+        self.chains = tuple(_chain(self, pc) for pc in range(self.end))
+        """Per control node, `Machine._follow` from there as one function of the registers
+        (None: a line, or control that may loop or runs long: the generic walk)."""
 
 
 LINE, ASSIGN = object(), object()
@@ -128,3 +132,50 @@ def agent_code(program) -> tuple[AgentCode, ...]:
             _CODE.clear()
         cached = _CODE[id(program)] = (program, tuple(AgentCode(a) for a in program.agents))
     return cached[1]
+
+
+CHAIN_NODES = 32
+"""Most control nodes one chain function follows (every path through its branches)."""
+
+
+def _chain(code: AgentCode, pc: int):
+    """The control nodes from `pc` to the lines they lead to, as one function: each node's
+    code in order, the register list's PC set where a node can fail (an update or condition
+    that raises leaves it there, as the generic walk does) and at the end. None where `pc` is
+    a line, or a path comes back to a node (a loop of control nodes only: the walk's
+    `CONTROL_LIMIT` stops it) or is longer than `CHAIN_NODES`."""
+    if code.flow[pc] is LINE:
+        return None
+    body = ["def follow(r):"]
+    if not _emit(code, pc, body, 1, (), [0]):
+        return None
+    namespace = {**_CODE_NAMESPACE, "checked": checked}
+    exec("\n".join(body), namespace)  # noqa: S102 - code generated from the program's nodes
+    return namespace["follow"]
+
+
+def _emit(code: AgentCode, pc: int, body: list, depth: int, path: tuple, count: list) -> bool:
+    pad = "    " * depth
+    if pc >= code.end or code.flow[pc] is LINE:
+        body.append(f"{pad}r[0] = {pc}")
+        return True
+    count[0] += 1
+    node = code.nodes[pc]
+    if pc in path or count[0] > CHAIN_NODES or not isinstance(node, Assign | Jump | Branch):
+        return False
+    if path and not isinstance(node, Jump):
+        body.append(f"{pad}r[0] = {pc}")
+    path = (*path, pc)
+    if isinstance(node, Jump):
+        return _emit(code, node.target, body, depth, path, count)
+    if isinstance(node, Branch):
+        body.append(f"{pad}if {node.cond.code}:")
+        if not _emit(code, pc + 1, body, depth + 1, path, count):
+            return False
+        body.append(f"{pad}else:")
+        return _emit(code, node.target, body, depth + 1, path, count)
+    for reg, expr in node.updates:
+        body.append(f"{pad}_v = {expr.code}")
+        body.append(f"{pad}r[{reg}] = _v if -{REGISTER_LIMIT} <= _v <= {REGISTER_LIMIT} "
+                    "else checked(_v)")
+    return _emit(code, pc + 1, body, depth, path, count)

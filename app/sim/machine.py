@@ -371,8 +371,10 @@ class Machine(Reports):
         """Follow control nodes (loops, branches) until the agent stands on a line or ends."""
         r = self.regs[a]
         code = self.code[a]
-        flow, prepared = code.flow, code.prepared
         end = code.end
+        if r[PC] < end and code.chains[r[PC]] is not None:  # the whole chain in one call
+            return code.chains[r[PC]](r)
+        flow, prepared = code.flow, code.prepared
         for _ in range(CONTROL_LIMIT):
             pc = r[PC]
             if pc >= end:

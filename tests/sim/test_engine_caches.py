@@ -143,3 +143,60 @@ def test_a_fused_blocker_answers_as_the_generic_test():
                     assert code.blockers[pc](machine, a, r, args) == generic
                     compared += 1
     assert compared > 100
+
+
+def _walk(code, r: list) -> None:
+    """Machine._follow's generic walk of control nodes (the reference for a chain)."""
+    from app.sim.agent_code import ASSIGN, LINE
+    from app.sim.core import checked
+
+    while r[0] < code.end and code.flow[r[0]] is not LINE:
+        pc = r[0]
+        target = code.flow[pc]
+        if target is ASSIGN:
+            for reg, fn in code.prepared[pc]:
+                r[reg] = checked(fn(r))
+            r[0] = pc + 1
+        elif code.prepared[pc] is None:
+            r[0] = target
+        else:
+            r[0] = pc + 1 if code.prepared[pc](r) else target
+
+
+def _outcome(fn, r: list):
+    try:
+        fn(r)
+    except Exception as error:  # noqa: BLE001 - the two must fail alike
+        return r, type(error), getattr(error, "rule", None), str(error)
+    return r, None
+
+
+def test_a_control_chain_walks_as_the_generic_loop():
+    """AgentCode.chains: from every control node of every catalogue and test program, with
+    registers drawn at random (overflows and divisions by zero included), the chain leaves the
+    registers as the generic walk does, or fails with the same error at the same node."""
+    import functools
+    import random
+    from pathlib import Path
+
+    from app.scenarios import catalogue, from_source
+
+    rng = random.Random(5)
+    scenarios = dict(catalogue())
+    for path in sorted(Path("tests/sim/programs").glob("*.pipe")):
+        scenarios[path.stem] = from_source(path.read_text())
+    chains = 0
+    for scenario in scenarios.values():
+        for bug in [None, *scenario.bugs]:
+            machine = Machine(scenario.resolve({}, [bug] if bug else []))
+            for code, regs in zip(machine.code, machine.regs, strict=True):
+                for pc, chain in enumerate(code.chains):
+                    if chain is None:
+                        continue
+                    chains += 1
+                    for _ in range(12):
+                        r = [pc] + [rng.choice((0, 1, 2, 3, -1, 7, 2**62, rng.randrange(99)))
+                                    for _ in regs[1:]]
+                        walk = functools.partial(_walk, code)
+                        assert _outcome(chain, list(r)) == _outcome(walk, list(r))
+    assert chains > 50
