@@ -18,7 +18,7 @@ class AgentCode:
     """One agent's nodes with their operands turned into functions of the register list."""
 
     __slots__ = ("program", "nodes", "end", "kinds", "ops", "prepared", "line_of", "blockers",
-                 "handlers", "is_line", "flow", "chains")
+                 "handlers", "is_line", "flow", "chains", "updates")
 
     def __init__(self, program):
         self.program = program
@@ -37,6 +37,10 @@ class AgentCode:
         """Per node, what `Machine._follow` does there: stop (`LINE`), run its register
         updates (`ASSIGN`), or go to a target: a jump's, or a branch's when its condition
         fails (the nodes whose `prepared` is a condition)."""
+        self.updates = tuple(_updates(n) if k == "assign" else None
+                             for n, k in zip(self.nodes, self.kinds, strict=True))
+        """Per `assign` line, its register updates as one function of the registers
+        (families/registers.py)."""
         self.chains = tuple(_chain(self, pc) for pc in range(self.end))
         """Per control node, `Machine._follow` from there as one function of the registers
         (None: a line, or control that may loop or runs long: the generic walk)."""
@@ -174,8 +178,27 @@ def _emit(code: AgentCode, pc: int, body: list, depth: int, path: tuple, count: 
             return False
         body.append(f"{pad}else:")
         return _emit(code, node.target, body, depth + 1, path, count)
-    for reg, expr in node.updates:
-        body.append(f"{pad}_v = {expr.code}")
-        body.append(f"{pad}r[{reg}] = _v if -{REGISTER_LIMIT} <= _v <= {REGISTER_LIMIT} "
-                    "else checked(_v)")
+    body.extend(_update_lines(node.updates, pad))
     return _emit(code, pc + 1, body, depth, path, count)
+
+
+def _update_lines(updates, pad: str) -> list[str]:
+    """Register updates, in order (a later one reads what an earlier one wrote), each value
+    checked to stay within the register range."""
+    out = []
+    for reg, expr in updates:
+        out.append(f"{pad}_v = {expr.code}")
+        out.append(f"{pad}r[{reg}] = _v if -{REGISTER_LIMIT} <= _v <= {REGISTER_LIMIT} "
+                   "else checked(_v)")
+    return out
+
+
+def _updates(line):
+    """An `assign` line's updates as one function (None: operands of another shape)."""
+    (updates,) = line.args
+    if not all(isinstance(e, Expr) and isinstance(reg, int) for reg, e in updates):
+        return None
+    namespace = {**_CODE_NAMESPACE, "checked": checked}
+    body = "\n".join(["def update(r):", *_update_lines(updates, "    ")])
+    exec(body, namespace)  # noqa: S102 - code generated from the program's nodes
+    return namespace["update"]

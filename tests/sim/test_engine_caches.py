@@ -200,3 +200,39 @@ def test_a_control_chain_walks_as_the_generic_loop():
                         walk = functools.partial(_walk, code)
                         assert _outcome(chain, list(r)) == _outcome(walk, list(r))
     assert chains > 50
+
+
+def _assign(updates, r: list) -> None:
+    from app.sim.core import checked
+
+    for reg, fn in updates:
+        r[reg] = checked(fn(r))
+
+
+def test_an_assign_lines_compiled_updates_are_its_updates():
+    """AgentCode.updates: every `assign` line of every catalogue and test program, random
+    registers, gives the registers (or the error) of its updates run one by one."""
+    import functools
+    import random
+    from pathlib import Path
+
+    from app.scenarios import catalogue, from_source
+
+    rng = random.Random(6)
+    scenarios = dict(catalogue())
+    for path in sorted(Path("tests/sim/programs").glob("*.pipe")):
+        scenarios[path.stem] = from_source(path.read_text())
+    lines = 0
+    for scenario in scenarios.values():
+        machine = Machine(scenario.resolve({}, []))
+        for code, regs in zip(machine.code, machine.regs, strict=True):
+            for pc, update in enumerate(code.updates):
+                if update is None:
+                    continue
+                lines += 1
+                for _ in range(12):
+                    r = [pc] + [rng.choice((0, 1, 3, -1, 2**62, rng.randrange(99)))
+                                for _ in regs[1:]]
+                    one_by_one = functools.partial(_assign, code.prepared[pc][0])
+                    assert _outcome(update, list(r)) == _outcome(one_by_one, list(r))
+    assert lines > 20
