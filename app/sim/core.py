@@ -11,7 +11,7 @@ mbarrier section (9.7.13.15) and docs/semantics.md.
 from __future__ import annotations
 
 from . import ordering
-from .barrier import UndefinedBehavior
+from .barrier import TX_LIMIT, UndefinedBehavior
 from .detectors import Diagnostic
 from .program import ProgramError
 
@@ -152,13 +152,22 @@ def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
 
 
 def complete_tx(m, record: dict, b: int, value: int) -> bool:
-    """`barrier_op(m, record, b, "complete_tx", value)`: what every landing chunk does."""
-    done = m.barriers[b].complete_tx(value)
+    """`barrier_op(m, record, b, "complete_tx", value)`: what every landing chunk does, with
+    `Mbarrier.complete_tx` inline where it is defined (else the method raises)."""
+    barrier = m.barriers[b]
+    if barrier.valid and 0 <= value <= TX_LIMIT and barrier.tx_count - value >= -TX_LIMIT:
+        count = barrier.tx_count = barrier.tx_count - value
+        done = count == 0 and barrier.pending_arrivals == 0
+        if done:
+            barrier.phase += 1
+            barrier.pending_arrivals = barrier.expected_arrivals
+    else:
+        done = barrier.complete_tx(value)
     name = m.barrier_names[b]
     events = record["events"]
     events.append({"kind": "complete_tx", "barrier": name, "bytes": value})
     if done:
-        _completed(m, events, b, m.barriers[b].phase, name)
+        _completed(m, events, b, barrier.phase, name)
     return done
 
 

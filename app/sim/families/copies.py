@@ -333,7 +333,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict, stage: int, c: int,
             "released it.", agents=["tma", *holders], stage=stage_name))
     if m.stores_read_smem:
         for other in m.tma:  # `unread_store(m, stage, c, c + 1)`, inlined: it runs per chunk
-            if (other[OP_DIR] == STORE and other[OP_STAGE] == stage and not other[OP_WRITING]
+            if (other[OP_STAGE] == stage and other[OP_DIR] == STORE and not other[OP_WRITING]
                     and other[OP_NEXT] <= c < other[OP_END]):
                 unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}",
                                 "tma", record)
