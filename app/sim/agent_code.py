@@ -119,10 +119,11 @@ def _blocker(node, kind):
     """The line's blocking test: its family's `fused` expression made a function where it
     gives one, else the kind's generic test (None: the line never blocks)."""
     fuse = FUSED.get(kind)
-    code = fuse(node, _operand_code) if fuse is not None else None
-    if code is None:
+    fused = fuse(node, _operand_code) if fuse is not None else None
+    if fused is None:
         return BLOCKERS.get(kind)
-    return eval(f"lambda m, a, r, args: {code}", _CODE_NAMESPACE)  # noqa: S307
+    code, names = fused
+    return eval(f"lambda m, a, r, args: {code}", {**_CODE_NAMESPACE, **names})  # noqa: S307
 
 
 _CODE: dict[int, tuple] = {}

@@ -253,12 +253,24 @@ def _wait_group(m, a, r, args, record) -> None:
 def _group_ready(m, a, r, args) -> bool:
     """PTX: every group but the N most recent has finished (reading, with `.read`)."""
     n, read = args
-    oldest_allowed = m.bulk_committed[a] - n(r)
+    return _groups_done(m, a, m.bulk_committed[a] - n(r), read)
+
+
+def _groups_done(m, a: int, oldest_allowed: int, read: bool) -> bool:
     for op in m.tma:
         if op[OP_DIR] == STORE and op[OP_AGENT] == a and op[OP_GROUP] < oldest_allowed:
             if not (read and op[OP_WRITING]):
                 return False
     return True
+
+
+def _group_fused(line, code) -> tuple | None:
+    """`_group_ready` of one line, its operand written in (`Family.fused`)."""
+    n, read = line.args
+    n = code(n)
+    if n is None or not isinstance(read, bool):
+        return None
+    return f"_groups_done(m, a, m.bulk_committed[a] - {n}, {read})", {"_groups_done": _groups_done}
 
 
 def _waiting_group(m, a, r, args) -> dict:
@@ -381,6 +393,6 @@ FAMILY = Family(
     {"wait_group": _group_ready}, {"wait_group": _waiting_group},
     explain={"wait_group": _explain}, snapshot=_snapshot,
     snapshot_inputs=lambda m: ([tuple(op) for op in m.tma], list(m.bulk_committed)),
-    forms=_isa_forms(), writes_smem=frozenset({"load"}))
+    forms=_isa_forms(), writes_smem=frozenset({"load"}), fused={"wait_group": _group_fused})
 """The TMA engine's moves (`can_hold`, `tma_step`) are built-in movers of the machine: their
 numbers and names (`tma:load:t3`, `...:hold`) are part of the trace format."""

@@ -311,13 +311,13 @@ def _token_ready(m, a, r, args) -> bool:
 BLOCKERS = {"wait_parity": _parity_ready, "wait_token": _token_ready}
 
 
-def _parity_fused(line, code) -> str | None:
+def _parity_fused(line, code) -> tuple | None:
     """`_parity_ready` of one line, its operands written in (`Family.fused`)."""
     _dest, bar, parity, blocking, _hint = line.args
     bar, parity = code(bar), code(parity)
     if blocking != WAIT_BLOCKS or bar is None or parity is None:
         return None
-    return f"not (_b := m.barriers[{bar}]).valid or (_b.phase & 1) != {parity}"
+    return f"not (_b := m.barriers[{bar}]).valid or (_b.phase & 1) != {parity}", {}
 
 
 FAMILY = Family(
