@@ -115,8 +115,11 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
     if nbytes > TX_LIMIT:
         raise ProgramError("operand_range", f"a bulk copy moves at most {TX_LIMIT} bytes")
     first, end = _chunks(m, stage, offset, nbytes, r)
-    own = first * m.program.stages[stage].chunk_bytes
-    content = shifted(tile, _global_offset(m, tile, src_offset, nbytes, r, own) - own)
+    if src_offset is None:  # the bytes keep their place: `shifted(tile, 0)`
+        content = tile
+    else:
+        own = first * m.chunk_bytes[stage]
+        content = shifted(tile, _global_offset(m, tile, src_offset, nbytes, r, own) - own)
     targets = [(stage, b)]
     if multicast is not None:
         mask_fn, own, stage_size, bar_size = multicast
@@ -128,7 +131,9 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
         targets = [(stage + (c - own) * stage_size, b + (c - own) * bar_size)
                    for c in range(ctas) if mask >> c & 1]
     for _, target in targets:
-        init_known(m, a, target, record, "issued a copy that completes bytes on")
+        if m.inits_lines[target]:
+            init_known(m, a, target, record, "issued a copy that completes bytes on")
+    index = None if tile == NO_TILE else tile % TILE_SPAN  # `tile_index`
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
@@ -141,13 +146,13 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
         names.append(name)
         stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
         record["events"].append({"kind": "tma_issued", "op": name, "direction": "load",
-                                 "tile": tile_index(tile), "stage": stage_name,
+                                 "tile": index, "stage": stage_name,
                                  "bytes": nbytes, "barrier": bar_name})
         m.tx_ledger[b][ISSUED] += nbytes
     if m.generic_reads[a] >> targets[0][0] & 1:
         _warn_async_after_read(m, a, targets[0][0], record)
     stage, b = targets[0]
-    record["operands"] = {"op": names[0], "tile": tile_index(tile),
+    record["operands"] = {"op": names[0], "tile": index,
                           "stage": m.stage_names[stage], "bytes": nbytes,
                           "barrier": m.barrier_names[b]}
     if len(names) > 1:
@@ -181,7 +186,8 @@ def issue_store(m, a, r, tile, stage, offset, nbytes, record, dst_offset=None) -
     tensor copy's box and a bulk reduction are stored through it too); `dst_offset` is where
     in the tile its bytes go (`[tile[k] + off]`)."""
     first, end = _chunks(m, stage, offset, nbytes, r)
-    _global_offset(m, tile, dst_offset, nbytes, r, 0)
+    if dst_offset is not None:  # (its check; none without a global offset)
+        _global_offset(m, tile, dst_offset, nbytes, r, 0)
     _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], 0, False])
     name = op_name(m, m.tma[-1])
     stage_name = m.stage_names[stage]
@@ -195,10 +201,10 @@ def issue_store(m, a, r, tile, stage, offset, nbytes, record, dst_offset=None) -
             "release of them: a .relaxed wait orders nothing, and a write landing after the "
             "wait is not ordered before it), so the store may read the old bytes.",
             agents=[who], stage=stage_name))
-    record["operands"] = {"op": name, "tile": tile_index(tile), "stage": stage_name,
-                          "bytes": nbytes}
+    index = tile_index(tile)
+    record["operands"] = {"op": name, "tile": index, "stage": stage_name, "bytes": nbytes}
     record["events"].append({"kind": "tma_issued", "op": name, "direction": "store",
-                             "tile": tile_index(tile), "stage": stage_name,
+                             "tile": index, "stage": stage_name,
                              "bytes": nbytes, "barrier": None})
 
 
