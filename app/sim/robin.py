@@ -28,7 +28,8 @@ def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> 
     to `run`'s choices, diagnostics and (every `every` steps, `until_checkpoint` steps from
     now first) checkpoints. Returns (moves made, the last move)."""
     n = m.n_agents
-    rows, codes, regs, names, tma = m._rows, m.code, m.regs, m.agent_names, m.tma
+    codes, regs, names, tma = m.code, m.regs, m.agent_names, m.tma
+    rows = gates(m)
     choices, diagnostics, checkpoints = run.choices, run.diagnostics, run.checkpoints
     append = choices.append
     tma_step = copies.tma_step
@@ -107,20 +108,34 @@ def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> 
     return made, last
 
 
+def gates(m) -> tuple:
+    """Per agent, per PC (the end included), what `_first_ready` tests there: None (a line
+    that never blocks), DONE (the agent has ended), or (the line's blocker, its operands)."""
+    return tuple(tuple(None if test is None else (test, args)
+                       for test, args in zip(blockers, prepared, strict=True)) + (DONE,)
+                 for end, blockers, prepared in m._rows)
+
+
+DONE = ()
+"""`gates`' mark of an ended agent."""
+
+
 def _first_ready(m, agents, rows, regs) -> int:
     """The first of `agents` (a range) that can move now, or -1: `Reports._agent_ready` of
-    each in turn, inline (a call per agent per step was most of this loop's cost)."""
+    each in turn, inline (a call per agent per step was most of this loop's cost), reading
+    `gates` (`rows`)."""
     for a in agents:
-        end, blockers, prepared = rows[a]
         r = regs[a]
-        pc = r[0]
-        if pc >= end:
-            continue
-        test = blockers[pc]
-        if test is None:
-            return a
         try:
-            if test(m, a, r, prepared[pc]):
+            gate = rows[a][r[0]]
+        except IndexError:  # past the end, as `enabled()` reads `pc >= end`
+            continue
+        if gate is None:
+            return a
+        if gate is DONE:
+            continue
+        try:
+            if gate[0](m, a, r, gate[1]):
                 return a
         except ProgramError:  # the step stops the run at this line (`_can_move`)
             return a
