@@ -51,8 +51,23 @@ def extend(run, m, last: int, limit: int, until_checkpoint: int, every: int) -> 
         for i in range(chunk):
             if found >= 0:
                 move, found = found, -1
-            elif n <= last < n + len(tma) and m._ready is None:
-                move = last + 1  # `_pick`: the copy after the one (or the tensor core) that moved
+            elif m._ready is None and last < n + len(tma):  # `_pick`'s commonest cases
+                if last >= n:
+                    move = last + 1  # the copy after the one (or the tensor core) that moved
+                else:
+                    tail = tails[last + 1]
+                    a = _first_ready(m, tail, rows, regs) if tail else -1
+                    if a >= 0:
+                        move = a
+                    elif m.tensor_core:
+                        move = n
+                    elif tma:
+                        move = n + 1
+                    else:
+                        move = _pick(m, last, n, rows, regs, tails, heads)
+                        if move is None:
+                            done, ended = i, True
+                            break
             else:
                 move = _pick(m, last, n, rows, regs, tails, heads)
                 if move is None:
