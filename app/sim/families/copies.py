@@ -321,7 +321,7 @@ def tma_step(m, k: int, hold: bool, record: dict) -> None:
     if direction == LOAD:
         _land(m, op, name, hold, record, stage, c, stage_name)
     else:
-        smem.store_read(m, op, name, record)
+        smem.store_read(m, op, name, record, stage, c, stage_name)
     op[OP_NEXT] = c + 1
     if c + 1 == op[OP_END]:
         if direction == LOAD or not m.writes_observed:
