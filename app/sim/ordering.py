@@ -44,9 +44,9 @@ def init_bit(m, b: int) -> int:
 
 def forget(m, bits: int) -> None:
     """A new write to these chunks (or a new init): old knowledge of them means nothing now."""
-    keep = (~bits).__and__  # `map` over a C method: no comprehension frames per copy issued
-    m.know = list(map(keep, m.know))
-    m.carried = list(map(keep, m.carried))
+    keep = ~bits
+    m.know = [k & keep for k in m.know]
+    m.carried = [x & keep for x in m.carried]
     if m.forget_hooks:
         for hook in m.forget_hooks:
             hook(m, bits)

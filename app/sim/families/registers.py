@@ -22,11 +22,10 @@ def _assign(m, a, r, args, record) -> None:
     plan = _PLANS.get(id(updates))
     if plan is None or plan[0] is not updates or plan[1] is not agent.registers:
         plan = _plan(updates, agent.registers)
-    _, _, base, shown, keys, touched = plan
-    values = tuple(map(r.__getitem__, touched))
-    record["operands"] = dict(zip(shown, values, strict=True))
+    _, _, base, shown, keyed = plan
+    record["operands"] = {name: r[reg] for name, reg in shown}
     record["events"].append({"kind": "register", "agent": agent.name, "name": base,
-                             "value": dict(zip(keys, values, strict=True))})
+                             "value": {key: r[reg] for key, reg in keyed}})
 
 
 _PLANS: dict[int, tuple] = {}
@@ -34,10 +33,10 @@ _PLANS: dict[int, tuple] = {}
 
 
 def _plan(updates: tuple, names: tuple[str, ...]) -> tuple:
-    """(updates, names, the event's name, the name in the operands, the key in the event's
-    value and the register of each register written, in register order), kept in `_PLANS`.
-    The entry holds `updates` and `names` themselves, so its key names no other object while
-    it is kept."""
+    """(updates, names, the event's name, (name in the operands, register) and (key in the
+    event's value, register) of each register written, in register order), kept in `_PLANS`.
+    The entry holds
+    `updates` and `names` themselves, so its key names no other object while it is kept."""
     touched = []
     for reg, _fn in updates:
         if reg not in touched:
@@ -49,7 +48,9 @@ def _plan(updates: tuple, names: tuple[str, ...]) -> tuple:
                  for name in shown)
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    plan = _PLANS[id(updates)] = (updates, names, base, shown, keys, tuple(touched))
+    plan = _PLANS[id(updates)] = (updates, names, base,
+                                  tuple(zip(shown, touched, strict=True)),
+                                  tuple(zip(keys, touched, strict=True)))
     return plan
 
 
