@@ -113,7 +113,11 @@ class Mbarrier:
                 f"arrive of {count} with only {self.pending_arrivals} arrivals pending",
             )
         self.pending_arrivals -= count
-        return self._complete_if_done()
+        if self.pending_arrivals == 0 and self.tx_count == 0:  # `_complete_if_done`, inlined
+            self.phase += 1
+            self.pending_arrivals = self.expected_arrivals
+            return True
+        return False
 
     def arrive_drop(self, count: int = 1) -> bool:
         """`mbarrier.arrive_drop`: leave the barrier for this and later phases, arriving now."""
@@ -147,7 +151,11 @@ class Mbarrier:
                 f"{TX_LIMIT}",
             )
         self.tx_count += nbytes
-        return self._complete_if_done()
+        if self.pending_arrivals == 0 and self.tx_count == 0:  # `_complete_if_done`, inlined
+            self.phase += 1
+            self.pending_arrivals = self.expected_arrivals
+            return True
+        return False
 
     def arrive_expect_tx(self, nbytes: int) -> bool:
         """`mbarrier.arrive.expect_tx`: `expect_tx(bytes)`, then one arrival."""
@@ -171,7 +179,11 @@ class Mbarrier:
                 f"-{TX_LIMIT}",
             )
         self.tx_count -= nbytes
-        return self._complete_if_done()
+        if self.pending_arrivals == 0 and self.tx_count == 0:  # `_complete_if_done`, inlined
+            self.phase += 1
+            self.pending_arrivals = self.expected_arrivals
+            return True
+        return False
 
     def test_wait_parity(self, parity: int) -> bool:
         """`mbarrier.test_wait.parity`: has the phase with this parity completed?

@@ -11,7 +11,7 @@ mbarrier section (9.7.13.15) and docs/semantics.md.
 from __future__ import annotations
 
 from . import ordering
-from .barrier import UndefinedBehavior
+from .barrier import TX_LIMIT, UndefinedBehavior
 from .detectors import Diagnostic
 from .program import ProgramError
 
@@ -147,15 +147,42 @@ def barrier_op(m, record: dict, b: int, kind: str, value: int) -> bool:
         m.tx_ledger[b] = [0, 0, 0]
         ordering.reset(m, b)
     if done:
-        events.append({"kind": "phase_completed", "barrier": name, "phase": barrier.phase,
-                       "parity": barrier.phase & 1})
-        m.observed[b] = 0
-        m.tx_ledger[b] = [0, 0, 0]
-        bit = 1 << b
-        pending, completed = m.acc_cover
-        m.acc_cover = [pending & ~bit, (completed & ~bit) | (pending & bit)]
-        ordering.complete(m, b)
+        _completed(m, events, b, barrier.phase, name)
     return done
+
+
+def complete_tx(m, record: dict, b: int, value: int) -> bool:
+    """`barrier_op(m, record, b, "complete_tx", value)`: what every landing chunk does, with
+    `Mbarrier.complete_tx` inline where it is defined (else the method raises)."""
+    barrier = m.barriers[b]
+    if barrier.valid and 0 <= value <= TX_LIMIT and barrier.tx_count - value >= -TX_LIMIT:
+        count = barrier.tx_count = barrier.tx_count - value
+        done = count == 0 and barrier.pending_arrivals == 0
+        if done:
+            barrier.phase += 1
+            barrier.pending_arrivals = barrier.expected_arrivals
+    else:
+        done = barrier.complete_tx(value)
+    name = m.barrier_names[b]
+    events = record["events"]
+    events.append({"kind": "complete_tx", "barrier": name, "bytes": value})
+    if done:
+        _completed(m, events, b, barrier.phase, name)
+    return done
+
+
+def _completed(m, events: list, b: int, phase: int, name: str) -> None:
+    """Barrier `b` just completed a phase (now `phase`): its record, its ledger, what a
+    `tcgen05.commit` in it covers, what its waits learn."""
+    events.append({"kind": "phase_completed", "barrier": name, "phase": phase,
+                   "parity": phase & 1})
+    m.observed[b] = 0
+    m.tx_ledger[b] = [0, 0, 0]
+    bit = 1 << b
+    pending, completed = m.acc_cover
+    if (pending | completed) & bit:
+        m.acc_cover = [pending & ~bit, (completed & ~bit) | (pending & bit)]
+    ordering.complete(m, b)
 
 
 def arrival(m, a_name: str, b: int, record: dict, cta: int | None = None) -> None:
@@ -262,6 +289,8 @@ def take(m, a: int, stage: int, tile: int) -> None:
 
 def discharge(m, stage: int, bits: int) -> None:
     owed = m.owed
+    if not owed:
+        return
     for key in [k for k in owed if k[0] == stage]:
         left = owed[key] & ~bits
         if left:

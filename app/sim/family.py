@@ -93,6 +93,13 @@ class Family:
     chunks, `st.shared`), so that every other kind of it never does; None (the default): not
     declared, every kind is taken to write. The checker makes bulk-store reads at once only
     in programs whose kinds all declare they write nothing (app/check/model.py)."""
+    fused: dict = field(default_factory=dict)
+    """kind -> (line, code) -> (the Python expression, over `m`, `a` and `r`, of the line's
+    `blockers` test with its operands written in (`code(operand)`: an operand's expression
+    over `r`, None where it has none), the functions it calls by name), or None: the line
+    keeps the generic test. One
+    function per line instead of a test calling an operand function per operand: the tests
+    run for every agent at every step (app/sim/agent_code.py)."""
 
 
 STAY = "stay"

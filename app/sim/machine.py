@@ -300,22 +300,27 @@ class Machine(Reports):
                 else:
                     self._other_step(move, record)
         except (UndefinedBehavior, ProgramError) as ub:
-            kind = ub.rule if ub.rule in UB_KINDS else "undefined_behavior"
-            barrier = record["operands"].get("barrier")
-            who = record["agent"] or "the program"
-            tail = " (PTX leaves this undefined)." if isinstance(ub, UndefinedBehavior) else "."
-            record["diagnostics"].append(Diagnostic.make(
-                kind, self.step_no, f"{who}: {ub.message}{tail}",
-                agents=[record["agent"]] if record["agent"] else [], barrier=barrier,
-                rule=ub.rule))
-            self.status = UNDEFINED
-            self._ready = []
+            self.undefined(ub, record)
             return record
         if self.tma or self.tensor_core:  # `_settle`'s first case, without the call
             self._ready = None
         else:
             self._settle(record)
         return record
+
+    def undefined(self, ub: UndefinedBehavior | ProgramError, record: dict) -> None:
+        """The step that raised `ub` stops the run with `undefined_behavior` (or the rule's
+        own kind), reported in its record."""
+        kind = ub.rule if ub.rule in UB_KINDS else "undefined_behavior"
+        barrier = record["operands"].get("barrier")
+        who = record["agent"] or "the program"
+        tail = " (PTX leaves this undefined)." if isinstance(ub, UndefinedBehavior) else "."
+        record["diagnostics"].append(Diagnostic.make(
+            kind, self.step_no, f"{who}: {ub.message}{tail}",
+            agents=[record["agent"]] if record["agent"] else [], barrier=barrier,
+            rule=ub.rule))
+        self.status = UNDEFINED
+        self._ready = []
 
     def _settle(self, record: dict | None) -> None:
         """Refresh `ready` after a move and end the run when it is done or deadlocked."""
@@ -366,8 +371,10 @@ class Machine(Reports):
         """Follow control nodes (loops, branches) until the agent stands on a line or ends."""
         r = self.regs[a]
         code = self.code[a]
-        flow, prepared = code.flow, code.prepared
         end = code.end
+        if r[PC] < end and code.chains[r[PC]] is not None:  # the whole chain in one call
+            return code.chains[r[PC]](r)
+        flow, prepared = code.flow, code.prepared
         for _ in range(CONTROL_LIMIT):
             pc = r[PC]
             if pc >= end:

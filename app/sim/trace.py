@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Callable
 
 from . import livelock
+from . import robin as robin_loop
 from .config import PipelineConfig
 from .machine import RUNNING, Machine, MoveError
 from .schedule import Manual, RoundRobin, Schedule, SeededRandom
@@ -132,25 +133,19 @@ class Run:
         machine = self.machine
         choices = self.choices
         diagnostics = self.diagnostics
-        checkpoints = self.checkpoints
         limit = min(max_steps, self.step_limit - len(choices))
+        until_checkpoint = CHECKPOINT_EVERY - machine.step_no % CHECKPOINT_EVERY
+        if type(chooser) is RoundRobin and robin_loop.usable(machine):
+            made, chooser.last = robin_loop.extend(self, machine, chooser.last, limit,
+                                                   until_checkpoint, CHECKPOINT_EVERY)
+            return made
         made = 0
         step = machine.step
-        robin = chooser if type(chooser) is RoundRobin else None
-        pick = machine.round_robin_move
-        last = robin.last if robin is not None else -1
-        until_checkpoint = CHECKPOINT_EVERY - machine.step_no % CHECKPOINT_EVERY
         append = choices.append
         while made < limit and machine.status == RUNNING:
-            if robin is not None:  # RoundRobin.__call__, without the call
-                move = pick(last)
-                if move is None:
-                    break
-                last = move
-            else:
-                move = chooser(machine)
-                if move is None:
-                    break
+            move = chooser(machine)
+            if move is None:
+                break
             record = step(move)
             if move > 255:
                 choices = self._record(choices, move)
@@ -162,10 +157,8 @@ class Run:
                 diagnostics.extend(record["diagnostics"])
             until_checkpoint -= 1
             if not until_checkpoint:
-                checkpoints.append(machine.freeze())
+                self.checkpoints.append(machine.freeze())
                 until_checkpoint = CHECKPOINT_EVERY
-        if robin is not None:
-            robin.last = last
         return made
 
     def append(self, move: int) -> dict:

@@ -35,7 +35,7 @@ from ..core import (
     STORE,
     TILE_SPAN,
     W_ASYNC,
-    barrier_op,
+    complete_tx,
     init_known,
     op_name,
     remote_access,
@@ -44,7 +44,6 @@ from ..core import (
     tile_word,
     tx_check,
     unread_by_store,
-    unread_store,
     unshift,
 )
 from ..detectors import Diagnostic
@@ -64,8 +63,10 @@ def _same_name(m, a: list, b: list) -> bool:
 def _issue(m, op: list) -> None:
     """Put a new copy in flight with the lowest serial its name leaves free."""
     direction, tile = op[OP_DIR], op[OP_TILE]
-    taken = [other[OP_SERIAL] for other in m.tma
-             if other[OP_TILE] == tile and other[OP_DIR] == direction and _same_name(m, op, other)]
+    taken = []
+    for other in m.tma:  # a loop, not a comprehension: mostly no copy in flight has the tile
+        if other[OP_TILE] == tile and other[OP_DIR] == direction and _same_name(m, op, other):
+            taken.append(other[OP_SERIAL])
     serial = 1
     while serial in taken:
         serial += 1
@@ -114,8 +115,11 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
     if nbytes > TX_LIMIT:
         raise ProgramError("operand_range", f"a bulk copy moves at most {TX_LIMIT} bytes")
     first, end = _chunks(m, stage, offset, nbytes, r)
-    own = first * m.program.stages[stage].chunk_bytes
-    content = shifted(tile, _global_offset(m, tile, src_offset, nbytes, r, own) - own)
+    if src_offset is None:  # the bytes keep their place: `shifted(tile, 0)`
+        content = tile
+    else:
+        own = first * m.chunk_bytes[stage]
+        content = shifted(tile, _global_offset(m, tile, src_offset, nbytes, r, own) - own)
     targets = [(stage, b)]
     if multicast is not None:
         mask_fn, own, stage_size, bar_size = multicast
@@ -127,7 +131,9 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
         targets = [(stage + (c - own) * stage_size, b + (c - own) * bar_size)
                    for c in range(ctas) if mask >> c & 1]
     for _, target in targets:
-        init_known(m, a, target, record, "issued a copy that completes bytes on")
+        if m.inits_lines[target]:
+            init_known(m, a, target, record, "issued a copy that completes bytes on")
+    index = None if tile == NO_TILE else tile % TILE_SPAN  # `tile_index`
     names = []
     for stage, b in targets:
         _issue(m, [LOAD, tile, stage, b, first, end, a, 0, 0, False])
@@ -140,13 +146,13 @@ def issue_load(m, a, r, stage, offset, tile, nbytes, b, multicast, record,
         names.append(name)
         stage_name, bar_name = m.stage_names[stage], m.barrier_names[b]
         record["events"].append({"kind": "tma_issued", "op": name, "direction": "load",
-                                 "tile": tile_index(tile), "stage": stage_name,
+                                 "tile": index, "stage": stage_name,
                                  "bytes": nbytes, "barrier": bar_name})
         m.tx_ledger[b][ISSUED] += nbytes
     if m.generic_reads[a] >> targets[0][0] & 1:
         _warn_async_after_read(m, a, targets[0][0], record)
     stage, b = targets[0]
-    record["operands"] = {"op": names[0], "tile": tile_index(tile),
+    record["operands"] = {"op": names[0], "tile": index,
                           "stage": m.stage_names[stage], "bytes": nbytes,
                           "barrier": m.barrier_names[b]}
     if len(names) > 1:
@@ -180,7 +186,8 @@ def issue_store(m, a, r, tile, stage, offset, nbytes, record, dst_offset=None) -
     tensor copy's box and a bulk reduction are stored through it too); `dst_offset` is where
     in the tile its bytes go (`[tile[k] + off]`)."""
     first, end = _chunks(m, stage, offset, nbytes, r)
-    _global_offset(m, tile, dst_offset, nbytes, r, 0)
+    if dst_offset is not None:  # (its check; none without a global offset)
+        _global_offset(m, tile, dst_offset, nbytes, r, 0)
     _issue(m, [STORE, tile, stage, -1, first, end, a, m.bulk_committed[a], 0, False])
     name = op_name(m, m.tma[-1])
     stage_name = m.stage_names[stage]
@@ -194,10 +201,10 @@ def issue_store(m, a, r, tile, stage, offset, nbytes, record, dst_offset=None) -
             "release of them: a .relaxed wait orders nothing, and a write landing after the "
             "wait is not ordered before it), so the store may read the old bytes.",
             agents=[who], stage=stage_name))
-    record["operands"] = {"op": name, "tile": tile_index(tile), "stage": stage_name,
-                          "bytes": nbytes}
+    index = tile_index(tile)
+    record["operands"] = {"op": name, "tile": index, "stage": stage_name, "bytes": nbytes}
     record["events"].append({"kind": "tma_issued", "op": name, "direction": "store",
-                             "tile": tile_index(tile), "stage": stage_name,
+                             "tile": index, "stage": stage_name,
                              "bytes": nbytes, "barrier": None})
 
 
@@ -252,12 +259,24 @@ def _wait_group(m, a, r, args, record) -> None:
 def _group_ready(m, a, r, args) -> bool:
     """PTX: every group but the N most recent has finished (reading, with `.read`)."""
     n, read = args
-    oldest_allowed = m.bulk_committed[a] - n(r)
+    return _groups_done(m, a, m.bulk_committed[a] - n(r), read)
+
+
+def _groups_done(m, a: int, oldest_allowed: int, read: bool) -> bool:
     for op in m.tma:
         if op[OP_DIR] == STORE and op[OP_AGENT] == a and op[OP_GROUP] < oldest_allowed:
             if not (read and op[OP_WRITING]):
                 return False
     return True
+
+
+def _group_fused(line, code) -> tuple | None:
+    """`_group_ready` of one line, its operand written in (`Family.fused`)."""
+    n, read = line.args
+    n = code(n)
+    if n is None or not isinstance(read, bool):
+        return None
+    return f"_groups_done(m, a, m.bulk_committed[a] - {n}, {read})", {"_groups_done": _groups_done}
 
 
 def _waiting_group(m, a, r, args) -> dict:
@@ -287,31 +306,33 @@ def can_hold(m, k: int) -> bool:
 def tma_step(m, k: int, hold: bool, record: dict) -> None:
     op = m.tma[k]
     record["agent"] = "tma"
-    stage, c = op[OP_STAGE], op[OP_NEXT]
+    direction, stage, c = op[OP_DIR], op[OP_STAGE], op[OP_NEXT]
     kept = m.op_names.get(id(op))  # `op_name`'s cache, looked at here: this runs per chunk
     name = kept[1] if kept is not None and kept[0] is op else op_name(m, op)
-    if op[OP_DIR] == STORE and op[OP_WRITING]:
+    if direction == STORE and op[OP_WRITING]:
         record["op"] = "cp.async.bulk (writes land)"
         record["operands"] = {"op": name, "tile": tile_index(op[OP_TILE])}
         record["events"].append({"kind": "store_complete", "op": name,
                                  "tile": tile_index(op[OP_TILE])})
         del m.tma[k]
         return
-    record["operands"] = {"op": name, "chunk": c, "stage": m.stage_names[stage]}
-    if op[OP_DIR] == LOAD:
-        _land(m, op, name, hold, record)
+    stage_name = m.stage_names[stage]
+    record["operands"] = {"op": name, "chunk": c, "stage": stage_name}
+    if direction == LOAD:
+        _land(m, op, name, hold, record, stage, c, stage_name)
     else:
-        smem.store_read(m, op, name, record)
+        smem.store_read(m, op, name, record, stage, c, stage_name)
     op[OP_NEXT] = c + 1
     if c + 1 == op[OP_END]:
-        if op[OP_DIR] == LOAD or not m.writes_observed:
+        if direction == LOAD or not m.writes_observed:
             del m.tma[k]
         else:
             op[OP_WRITING] = True
 
 
-def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
-    stage, tile, c, b = op[OP_STAGE], op[OP_TILE], op[OP_NEXT], op[OP_BAR]
+def _land(m, op: list, name: str, hold: bool, record: dict, stage: int, c: int,
+          stage_name: str) -> None:
+    tile, b = op[OP_TILE], op[OP_BAR]
     record["op"] = "cp.async.bulk (chunk lands)"
     old_tile = m.chunks[stage][c][0]
     if old_tile >= SHIFT_SPAN:
@@ -319,24 +340,27 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
     if m.clustered and m.agent_cta[op[OP_AGENT]] != m.stage_cta[stage]:
         remote_access(m, m.agent_cta[op[OP_AGENT]], m.stage_cta[stage],
                       f"the multicast of {tile_word(m, tile)} wrote "
-                      f"{m.stage_names[stage]} and completed bytes on {m.barrier_names[b]}")
+                      f"{stage_name} and completed bytes on {m.barrier_names[b]}")
     if old_tile != tile and (stage, old_tile) in m.owed and not op[OP_FLAGGED] & FLAG_OVERWRITE:
         op[OP_FLAGGED] |= FLAG_OVERWRITE
         holders = [a.name for i, a in enumerate(m.agents) if m.owed[(stage, old_tile)] >> i & 1]
-        stage_name = m.stage_names[stage]
         record["diagnostics"].append(Diagnostic.make(
             "overwrite", m.step_no,
             f"The TMA load of {tile_word(m, tile)} wrote {stage_name} while "
             f"{tile_word(m, old_tile)} was still in use: {', '.join(holders)} had not "
             "released it.", agents=["tma", *holders], stage=stage_name))
-    if m.stores_read_smem and unread_store(m, stage, c, c + 1) is not None:
-        unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}", "tma",
-                        record)
+    if m.stores_read_smem:
+        for other in m.tma:  # `unread_store(m, stage, c, c + 1)`, inlined: it runs per chunk
+            if (other[OP_STAGE] == stage and other[OP_DIR] == STORE and not other[OP_WRITING]
+                    and other[OP_NEXT] <= c < other[OP_END]):
+                unread_by_store(m, stage, c, c + 1, f"The TMA load of {tile_word(m, tile)}",
+                                "tma", record)
+                break
     m.chunks[stage][c] = (op[OP_CONTENT], W_ASYNC)
     if m.aliased:
         smem.alias_write(m, stage, c, ["tma"], record)
     m.carried[b] |= 1 << (m.chunk_base[stage] + c)  # ordering.land, inlined: it runs per chunk
-    record["events"].append({"kind": "chunk_landed", "op": name, "stage": m.stage_names[stage],
+    record["events"].append({"kind": "chunk_landed", "op": name, "stage": stage_name,
                              "chunk": c, "tile": None if tile == NO_TILE else tile % TILE_SPAN})
     bar_name = m.barrier_names[b]
     record["operands"]["barrier"] = bar_name
@@ -348,7 +372,7 @@ def _land(m, op: list, name: str, hold: bool, record: dict) -> None:
         return
     total = m.held[b] + nbytes
     m.held[b] = 0
-    barrier_op(m, record, b, "complete_tx", total)
+    complete_tx(m, record, b, total)
 
 
 def _explain(m, a, waiting) -> str:
@@ -375,6 +399,6 @@ FAMILY = Family(
     {"wait_group": _group_ready}, {"wait_group": _waiting_group},
     explain={"wait_group": _explain}, snapshot=_snapshot,
     snapshot_inputs=lambda m: ([tuple(op) for op in m.tma], list(m.bulk_committed)),
-    forms=_isa_forms(), writes_smem=frozenset({"load"}))
+    forms=_isa_forms(), writes_smem=frozenset({"load"}), fused={"wait_group": _group_fused})
 """The TMA engine's moves (`can_hold`, `tma_step`) are built-in movers of the machine: their
 numbers and names (`tma:load:t3`, `...:hold`) are part of the trace format."""

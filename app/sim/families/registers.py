@@ -10,9 +10,14 @@ from ..family import Family
 
 def _assign(m, a, r, args, record) -> None:
     (updates,) = args
-    for reg, fn in updates:
-        value = fn(r)
-        r[reg] = value if -REGISTER_LIMIT <= value <= REGISTER_LIMIT else checked(value)
+    code = m.code[a]
+    pc = r[0]
+    if code.prepared[pc] is args and code.updates[pc] is not None:
+        code.updates[pc](r)  # the same updates, compiled into one function (agent_code.py)
+    else:
+        for reg, fn in updates:
+            value = fn(r)
+            r[reg] = value if -REGISTER_LIMIT <= value <= REGISTER_LIMIT else checked(value)
     agent = m.agents[a]
     plan = _PLANS.get(id(updates))
     if plan is None or plan[0] is not updates or plan[1] is not agent.registers:

@@ -14,8 +14,6 @@ from ..core import (
     OP_AGENT,
     OP_DIR,
     OP_FLAGGED,
-    OP_NEXT,
-    OP_STAGE,
     OP_TILE,
     STORE,
     TILE_SPAN,
@@ -190,12 +188,11 @@ def async_read(m, agents: list[str], stage: int, record: dict, reader: str) -> N
             agents=agents, stage=stage_name))
 
 
-def store_read(m, op: list, name: str, record: dict) -> None:
-    """A bulk store reads one chunk of its stage (the async proxy)."""
-    stage, c = op[OP_STAGE], op[OP_NEXT]
-    stage_name = m.stage_names[stage]
+def store_read(m, op: list, name: str, record: dict, stage: int, c: int,
+               stage_name: str) -> None:
+    """A bulk store reads chunk `c` of its stage (the async proxy)."""
     record["op"] = "cp.async.bulk (chunk stored)"
-    written_by = m.chunks[stage][c][1]
+    tile, written_by = m.chunks[stage][c]
     if written_by == W_GENERIC and not op[OP_FLAGGED] & FLAG_PROXY:
         op[OP_FLAGGED] |= FLAG_PROXY
         agent = m.agents[op[OP_AGENT]].name
@@ -204,7 +201,6 @@ def store_read(m, op: list, name: str, record: dict) -> None:
             f"The TMA store of {tile_word(m, op[OP_TILE])} (async proxy) read {stage_name}, "
             f"which was written with st.shared (generic proxy) and no fence.proxy.async: the "
             "store may read the old bytes.", agents=["tma", agent], stage=stage_name))
-    tile = m.chunks[stage][c][0]
     record["events"].append({"kind": "chunk_stored", "op": name, "stage": stage_name, "chunk": c,
                              "tile": None if tile == NO_TILE else tile % TILE_SPAN})
 

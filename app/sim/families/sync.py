@@ -33,7 +33,7 @@ from ..family import Family
 from ..program import SINK, TC_FENCED, WAIT_BLOCKS, ProgramError
 from . import sync_views as views
 from .sync_forms import isa_forms as _isa_forms
-from .sync_views import TOKEN_SHIFT, phases_needed
+from .sync_views import TOKEN_SHIFT
 
 # ------------------------------------------------------------------------------------ lines
 
@@ -76,13 +76,10 @@ def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
     name = m.barrier_names[b]
     record["operands"] = {"barrier": name, "count": n}
     barrier = m.barriers[b]
-    barrier._require_valid(f"mbarrier.{kind}")
-    init_known(m, a, b, record, "arrived on")
-    arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
-    _token(m, r, dest, b)
-    release(m, a, b)
+    if not barrier.valid:
+        raise barrier._invalid(f"mbarrier.{kind}")
+    _arrival(m, a, r, dest, b, barrier, record)
     line = m.code[a].nodes[r[PC]]
-    ordering.touch(m, a, b)
     ordering.release(m, a, b, line.sem, line.scope)
     if ("noComplete" in line.flags and n == barrier.pending_arrivals
             and barrier.tx_count == 0):
@@ -90,6 +87,23 @@ def _arrive(m, a, r, args, record, kind: str = "arrive") -> None:
                                                f"would complete its phase ({n} arrivals pending,"
                                                " tx-count 0)")
     barrier_op(m, record, b, kind, n)
+
+
+def _arrival(m, a, r, dest, b, barrier, record, init: bool = True) -> None:
+    """What an arrive of agent `a` on barrier `b` does before the barrier counts it, in this
+    order: `init_known` (unless done already: `init` False), `arrival`'s checks, the state
+    token, the release of the stages it frees, `ordering.touch`; each call skipped where it
+    would do nothing (an arrive is one of the commonest lines)."""
+    if init and m.inits_lines[b]:
+        init_known(m, a, b, record, "arrived on")
+    if m.clustered or not m.observed[b]:
+        arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
+    if dest != SINK:
+        _token(m, r, dest, b)
+    if m.hold_hooks or b in m.release_stages:
+        release(m, a, b)
+    if barrier.phase == 0:
+        ordering.touch(m, a, b)
 
 
 def _arrive_drop(m, a, r, args, record) -> None:
@@ -104,15 +118,13 @@ def _arrive_expect_tx(m, a, r, args, record) -> None:
     record["operands"] = {"barrier": name, "bytes": n}
     barrier = m.barriers[b]
     barrier._require_valid("mbarrier.arrive.expect_tx")
-    init_known(m, a, b, record, "arrived on")
+    if m.inits_lines[b]:
+        init_known(m, a, b, record, "arrived on")
     if barrier.pending_arrivals < 1:
         raise UndefinedBehavior("over_arrival", f"mbarrier.arrive.expect_tx on {name} with no "
                                                 "arrivals pending (a second arrive in one phase)")
-    arrival(m, m.agents[a].name, b, record, m.agents[a].cta)
-    _token(m, r, dest, b)
-    release(m, a, b)
+    _arrival(m, a, r, dest, b, barrier, record, False)
     line = m.code[a].nodes[r[PC]]
-    ordering.touch(m, a, b)
     ordering.release(m, a, b, line.sem, line.scope)
     m.tx_ledger[b][ANNOUNCED] += n
     barrier_op(m, record, b, "expect_tx", n)
@@ -161,13 +173,19 @@ def _parity(value: int) -> int:
 def _wait_parity(m, a, r, args, record) -> None:
     dest, bar, parity_fn, blocking, _hint = args
     b = bar(r)
-    parity = _parity(parity_fn(r))
+    parity = parity_fn(r)
+    if parity not in (0, 1):
+        _parity(parity)
     name = m.barrier_names[b]
     barrier = m.barriers[b]
-    needed = phases_needed(m, a, b, parity)
+    seen = m.waits.get((a, b))  # `phases_needed`, inlined
+    needed = 1 - parity if seen is None else seen[1] + 1
     record["operands"] = {"barrier": name, "parity": parity, "phases_needed": needed}
-    ok = barrier.try_wait_parity(parity)
-    init_known(m, a, b, record, "waited on")
+    if not barrier.valid:
+        barrier.try_wait_parity(parity)  # raises `uninitialized`
+    ok = (barrier.phase & 1) != parity  # `try_wait_parity`
+    if m.inits_lines[b]:
+        init_known(m, a, b, record, "waited on")
     if dest != SINK:
         r[dest] = int(ok)
     if not ok:
@@ -209,8 +227,8 @@ def _returned(m, a, r, b, record, event, parity, needed, token: bool = False) ->
                  "for a later phase")
     if seen is None:
         seen = m.waits[(a, b)] = [parity, phase]
-    else:
-        seen[1] = max(seen[1], phase)
+    elif phase > seen[1]:
+        seen[1] = phase
     line = m.code[a].nodes[r[PC]]
     ordering.acquire(m, a, b, line.sem, line.scope)
     bit = 1 << b
@@ -293,9 +311,18 @@ def _token_ready(m, a, r, args) -> bool:
 BLOCKERS = {"wait_parity": _parity_ready, "wait_token": _token_ready}
 
 
+def _parity_fused(line, code) -> tuple | None:
+    """`_parity_ready` of one line, its operands written in (`Family.fused`)."""
+    _dest, bar, parity, blocking, _hint = line.args
+    bar, parity = code(bar), code(parity)
+    if blocking != WAIT_BLOCKS or bar is None or parity is None:
+        return None
+    return f"not (_b := m.barriers[{bar}]).valid or (_b.phase & 1) != {parity}", {}
+
+
 FAMILY = Family(
     "mbarrier (app/sim/families/sync.py)", 10, HANDLERS, BLOCKERS, views.WAITING,
     explain={"wait_parity": views.explain, "wait_token": views.explain},
     arrives=("arrive", "arrive_drop", "arrive_expect_tx"), deadlock=views.deadlock,
     snapshot=views.snapshot, snapshot_inputs=views.snapshot_inputs,
-    forms=_isa_forms(), writes_smem=frozenset())
+    forms=_isa_forms(), writes_smem=frozenset(), fused={"wait_parity": _parity_fused})
