@@ -71,9 +71,9 @@ from threading import Event
 from app.sim.config import PipelineConfig
 from app.sim.detectors import deadlock_diagnostics
 from app.sim.livelock import can_cycle
-from app.sim.machine import RUNNING, UNDEFINED, Machine
+from app.sim.machine import RUNNING, Machine
 
-from . import counterexample, livelock, parallel, passes, shortest
+from . import counterexample, expand, livelock, parallel, passes, shortest
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import LIVELOCK, Exploration, Found, Progress
 from .memory import release_memory
@@ -87,7 +87,7 @@ from .model import (
     store_reads_invisible,
 )
 from .por import Independence, applies
-from .state_codec import fits, restore, share
+from .state_codec import fits
 
 __all__ = ["Exploration", "Explorer", "Found", "Limits", "Progress", "release_memory"]
 
@@ -143,6 +143,8 @@ class Explorer:
         """Slots for helper processes, and how many at most (set for each `explore`)."""
         self.fast_restore = fits(self.machine)
         """Whether `successors` may put the machine back part by part (state_codec)."""
+        self.settled: tuple | None = None
+        """The state `successors` left the machine in (its last successor's)."""
 
     def root(self, moves: list | None = None) -> tuple[Machine, list[int], list[dict]]:
         """A machine in the initial state, local moves made; its pending counts; diagnostics."""
@@ -151,64 +153,10 @@ class Explorer:
         diagnostics = close(machine, self.local, pend, moves, self.reads, self.guard)
         return machine, pend, diagnostics
 
-    def successors(self, frozen: tuple, pend: list[int]):
-        """Every (move, edge cost, record, closing diagnostics, machine, pending counts,
-        state reached) from a state, in move order, but a twin agent's move
-        (model.Canonical.twins: it leads to the key an identical agent's move leads to); in the
-        persistent pass, only the moves of a persistent set (app/check/por.py), or every move
-        where one of those stops the run with undefined behaviour. The machine is reused: read
-        it before asking for the next one. The state reached is `machine.freeze()` with each
-        part the move left unchanged shared with `frozen` (state_codec.share); between two
-        moves the machine is put back by rebuilding only the parts the last one changed
-        (state_codec.restore)."""
-        machine = self.machine
-        machine.thaw(frozen)
-        fast = self.fast_restore
-        n_agents = machine.n_agents
-        twins = skipped = self.canonical.twins(frozen, pend)
-        ready = list(machine.ready)
-        chosen = self.independence.persistent(machine) if self.persistent else None
-        if chosen is not None:
-            tried = set(chosen)
-            # a twin is skipped only where every lower member of its group is tried (its
-            # twin, whichever it is, then is)
-            twins = {z for z in twins if all(a in tried for g in self.canonical.groups
-                                              if z in g for a in g if a < z)}
-            order = chosen
-        else:
-            order = ready
-        now = None
-        stopped = False
-        done = set()
-        while True:
-            for move in order:
-                if move in twins or move in done:
-                    continue
-                done.add(move)
-                if now is not None:
-                    if fast:
-                        restore(machine, frozen, now)
-                    else:
-                        machine.thaw(frozen)
-                record = machine.step(move)
-                if machine.status == UNDEFINED:
-                    stopped = True
-                after = list(pend)
-                if move < n_agents:
-                    cost = 1 + after[move]
-                    after[move] = 0
-                else:
-                    cost = 1
-                closing = (close(machine, self.local, after, None, self.reads, self.guard)
-                           if machine.status == RUNNING else [])
-                now = share(machine.freeze(), frozen)
-                yield move, cost, record, closing, machine, after, now
-            if order is ready or not (stopped or self.widen):
-                if chosen is not None and any(m not in done and m not in skipped
-                                              for m in ready):
-                    self.pruned += 1
-                return
-            order = ready  # a chosen move stops every mover, or the proviso: expand fully
+    def successors(self, frozen: tuple, pend: list[int], numbers: tuple | None = None,
+                   at: tuple | None = None):
+        """`expand.successors` from this explorer's machine (see there)."""
+        return expand.successors(self, frozen, pend, numbers, at)
 
     # ---------------------------------------------------------------------------- search
 
@@ -259,6 +207,7 @@ class Explorer:
         expanded = 0
         early = EARLY_ANALYSIS if cyclic and (limits.stop_at_first or any_first) else 0
         next_report = start + PROGRESS_EVERY_S
+        at = None  # the machine's state, where nothing but `successors` moved it since
         try:
             while buckets:
                 current = min(buckets)
@@ -272,6 +221,7 @@ class Explorer:
                     frozen, node_pend, numbers = decode(keys[node])
                     if terminal[node]:
                         if frozen[F_STATUS] == DEADLOCK:
+                            at = None
                             self.machine.thaw(frozen)
                             for diagnostic in deadlock_diagnostics(self.machine):
                                 shortest.record(out, diagnostic["kind"], current + pending_total(
@@ -282,6 +232,7 @@ class Explorer:
                     expanded += 1
                     if early and expanded == early:  # stop_at_first: a fair cycle found so far
                         early *= 2
+                        at = None
                         out.index = index
                         livelock.analyse(self, out, budget, stutters=self.persistent)
                         if LIVELOCK in out.found:
@@ -303,7 +254,7 @@ class Explorer:
                     looped: list[int] = []
                     self.widen = proviso  # until a chosen move leaves the state (proviso)
                     for move, step_cost, record, closing, machine, after, reached_state in \
-                            self.successors(frozen, node_pend):
+                            self.successors(frozen, node_pend, numbers, at):
                         out.transitions += 1
                         reached = current + step_cost
                         key = key_of(reached_state, after, frozen, numbers)
@@ -346,11 +297,13 @@ class Explorer:
                                 looped.append(move if stutter else ~move)
                         if child >= 0:
                             buckets.setdefault(reached, []).append(child)
+                    at = self.settled
                     if cyclic:
                         edge_start[node] = len(edges)
                         edges.extend(children)
                         edge_stop[node] = len(edges)
                         if looped:
+                            at = None
                             loop_fair[node] = livelock.loop_fair(self, frozen, node_pend,
                                                                  looped)
         except Stop as stop:

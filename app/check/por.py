@@ -133,6 +133,8 @@ class Independence(Lookahead, PersistentSets):
         self._ahead: dict[tuple, tuple] = {}
         self._current: dict[tuple, int] = {}
         self._flips: dict[int, int] = {}
+        self._sets: dict[tuple, list[int] | None] = {}
+        self._shapes: dict[tuple, tuple] = {}
         self.future_arrive = [self._future(a, self._barrier_lines(a, ARRIVES))
                               for a in range(na)]
         """Per agent, per program counter: the barriers it can arrive on from there."""

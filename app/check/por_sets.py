@@ -3,14 +3,49 @@
 
 from __future__ import annotations
 
-from app.sim.core import LOAD, OP_BAR, OP_DIR
+from app.sim.core import LOAD, OP_AGENT, OP_BAR, OP_DIR, OP_STAGE, OP_TILE
 from app.sim.machine import PC, Machine
 
-from .por_lookahead import WAITS
+from .por_lookahead import AHEAD_CACHE, WAITS
+
+BARRIERS, REGS, TMA = 0, 4, 5
+"""Where `Machine.freeze()` keeps the parts `persistent` reads."""
 
 
 class PersistentSets:
     """`Independence.persistent` and the rules it closes a set under."""
+
+    def persistent_of(self, m: Machine, frozen: tuple, ready, numbers: tuple | None = None):
+        """`persistent(m)` for `m` thawed from `frozen`, whose moves are `ready`, remembered
+        by what it reads: the registers, each barrier's validity, phase parity and whether
+        arrivals or bytes are pending, each copy's direction, tile, stage, barrier and agent
+        (not its chunk cursor), and the moves. States differ mostly in what it does not read
+        (chunks, counts, cursors): on `cluster_multicast` one in ten states needs its own.
+        `numbers`: the state's part numbers in the search's table (model.Canonical.pack),
+        whose projections are remembered by number, unhashed."""
+        sets, shapes = self._sets, self._shapes
+        if numbers is None:
+            bars, copies, regs = frozen[BARRIERS], frozen[TMA], frozen[REGS]
+        else:
+            bars, copies, regs = numbers[BARRIERS], numbers[TMA], numbers[REGS]
+        bar_shape = shapes.get(("b", bars))
+        if bar_shape is None:
+            bar_shape = shapes[("b", bars)] = tuple(
+                (b[4], b[0] & 1, b[1] > 0, b[1] == 0, b[3] > 0) for b in frozen[BARRIERS])
+        tma_shape = shapes.get(("t", copies))
+        if tma_shape is None:
+            tma_shape = shapes[("t", copies)] = tuple(
+                (op[OP_DIR], op[OP_TILE], op[OP_STAGE], op[OP_BAR], op[OP_AGENT])
+                for op in frozen[TMA])
+        key = (regs, bar_shape, tma_shape, tuple(ready))
+        hit = sets.get(key, sets)
+        if hit is sets:
+            if len(sets) > AHEAD_CACHE:
+                sets.clear()
+            if len(shapes) > AHEAD_CACHE:
+                shapes.clear()
+            hit = sets[key] = self.persistent(m)
+        return hit
 
     def persistent(self, m: Machine) -> list[int] | None:
         """The moves of a smallest stubborn set of movers in `m`'s state, in move order; None

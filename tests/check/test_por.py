@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.check.engine import Explorer, Limits
+from app.check.model import Canonical, new_pend
 from app.check.por import Independence
 from app.scenarios import from_source, get
 from app.sim.machine import RUNNING, UNDEFINED, Machine
@@ -325,6 +326,40 @@ def test_chosen_sets_are_persistent(cfg):
                     seen.add(after)
                     todo.append(after)
     assert checked > 0
+
+
+@pytest.mark.parametrize("cfg", SMALL, ids=range(len(SMALL)))
+def test_remembered_sets_are_the_sets(cfg):
+    """`persistent_of` (the set remembered by what it reads) is `persistent` computed afresh,
+    named by part numbers or by the parts themselves, in every reachable state."""
+    assert remembered_sets(cfg) >= 0
+
+
+def test_some_sets_are_remembered():
+    """States that differ only where `persistent` does not read (chunk cursors, counts) share
+    one remembered set."""
+    assert remembered_sets(SMALL[1]) > 0
+
+
+def remembered_sets(cfg) -> int:
+    """How many reachable states took their set from another's (each checked afresh)."""
+    machine, plain = Machine(cfg), Machine(cfg)
+    canonical = Canonical(machine)
+    by_number, by_part = Independence(machine), Independence(machine)
+    fresh = Independence(plain)
+    pend = new_pend(machine.n_agents)
+    states = 0
+    for state in reachable(cfg, limit=600):
+        frozen, _, numbers = canonical.decode_numbers(canonical.plain(state, pend))
+        plain.thaw(frozen)
+        fresh._ahead.clear()
+        want = fresh.persistent(plain)
+        machine.thaw(frozen)
+        ready = list(machine.ready)
+        assert by_number.persistent_of(machine, frozen, ready, numbers) == want
+        assert by_part.persistent_of(machine, frozen, ready) == want
+        states += 1
+    return states - len(by_number._sets)
 
 
 def _same_but_copy_order(a: tuple, b: tuple) -> bool:

@@ -80,6 +80,30 @@ def test_a_restored_machine_makes_every_move_as_a_thawed_one(scenario, params, b
             assert all(a is b for a, b in zip(now, frozen, strict=True) if a == b)
 
 
+@pytest.mark.parametrize(("scenario", "params", "bugs"), CONFIGS,
+                         ids=[f"{s}-{(b or ['correct'])[0]}" for s, _, b in CONFIGS])
+def test_a_machine_restored_from_an_unrelated_state_is_the_thawed_one(scenario, params, bugs):
+    """The search puts the machine back from the last state of the previous expansion, which
+    is no parent of the next: from each reachable state to the next one visited (and to a
+    state far away), restored is thawed, move for move."""
+    cfg = config(scenario, bugs, **params)
+    fast, plain = Machine(cfg), Machine(cfg)
+    states = reachable(cfg)
+    for i, (was, frozen) in enumerate(zip(states, states[1:] + states[:1], strict=True)):
+        for have in (was, states[(i * 7) % len(states)]):
+            fast.thaw(have)
+            fast.step_no = 3
+            restore(fast, frozen, have)
+            plain.thaw(frozen)
+            assert fast.freeze() == frozen and fast.step_no == 0
+            assert fast.ready == plain.ready
+            for move in list(plain.ready)[:2]:
+                restore(fast, frozen, fast.freeze())
+                plain.thaw(frozen)
+                assert _kinds(fast.step(move)) == _kinds(plain.step(move))
+                assert fast.freeze() == plain.freeze()
+
+
 @pytest.mark.parametrize(("scenario", "params", "bugs"), CONFIGS[:5],
                          ids=[f"{s}-{(b or ['correct'])[0]}" for s, _, b in CONFIGS[:5]])
 def test_keys_with_a_parents_parts_are_the_keys_without(scenario, params, bugs):
