@@ -25,7 +25,6 @@ from ..core import (
     OP_DIR,
     OP_END,
     OP_FLAGGED,
-    OP_GROUP,
     OP_NEXT,
     OP_SERIAL,
     OP_STAGE,
@@ -50,6 +49,14 @@ from ..detectors import Diagnostic
 from ..family import Family
 from ..program import ProgramError
 from . import smem
+from .bulk_groups import (
+    commit_group,
+    group_fused,
+    group_ready,
+    pending_groups,
+    wait_group,
+    waiting_group,
+)
 from .copies_forms import isa_forms as _isa_forms
 
 
@@ -232,58 +239,6 @@ def store_fits(m, a, r, args) -> bool:
     return not _unknown_chunks(m, a, stage, first, end)
 
 
-def _commit_group(m, a, r, args, record) -> None:
-    group = m.bulk_committed[a]
-    m.bulk_committed[a] = group + 1
-    record["operands"] = {"group": group}
-    record["events"].append({"kind": "bulk_commit", "agent": m.agents[a].name, "group": group})
-
-
-def pending_groups(m, a: int, reading: bool) -> int:
-    """Committed groups of agent `a` with a store still reading SMEM (or, with `reading`
-    False, whose writes have not all landed)."""
-    committed = m.bulk_committed[a]
-    return len({op[OP_GROUP] for op in m.tma
-                if op[OP_DIR] == STORE and op[OP_AGENT] == a and op[OP_GROUP] < committed
-                and not (reading and op[OP_WRITING])})
-
-
-def _wait_group(m, a, r, args, record) -> None:
-    n, read = args
-    allowed = n(r)
-    record["operands"] = {"pending": allowed}
-    record["events"].append({"kind": "bulk_wait_returned", "agent": m.agents[a].name,
-                             "pending": pending_groups(m, a, read)})
-
-
-def _group_ready(m, a, r, args) -> bool:
-    """PTX: every group but the N most recent has finished (reading, with `.read`)."""
-    n, read = args
-    return _groups_done(m, a, m.bulk_committed[a] - n(r), read)
-
-
-def _groups_done(m, a: int, oldest_allowed: int, read: bool) -> bool:
-    for op in m.tma:
-        if op[OP_DIR] == STORE and op[OP_AGENT] == a and op[OP_GROUP] < oldest_allowed:
-            if not (read and op[OP_WRITING]):
-                return False
-    return True
-
-
-def _group_fused(line, code) -> tuple | None:
-    """`_group_ready` of one line, its operand written in (`Family.fused`)."""
-    n, read = line.args
-    n = code(n)
-    if n is None or not isinstance(read, bool):
-        return None
-    return f"_groups_done(m, a, m.bulk_committed[a] - {n}, {read})", {"_groups_done": _groups_done}
-
-
-def _waiting_group(m, a, r, args) -> dict:
-    n, read = args
-    return {"bulk_groups": pending_groups(m, a, read), "allowed": n(r)}
-
-
 def can_hold(m, k: int) -> bool:
     """A landing may hold its complete-tx when a later chunk in flight targets the same
     barrier (that chunk's landing will apply both), and where holding can matter: applying now
@@ -395,10 +350,10 @@ def _snapshot(m) -> dict:
 
 FAMILY = Family(
     "bulk copies (app/sim/families/copies.py)", 20,
-    {"load": _load, "store": _store, "commit_group": _commit_group, "wait_group": _wait_group},
-    {"wait_group": _group_ready}, {"wait_group": _waiting_group},
+    {"load": _load, "store": _store, "commit_group": commit_group, "wait_group": wait_group},
+    {"wait_group": group_ready}, {"wait_group": waiting_group},
     explain={"wait_group": _explain}, snapshot=_snapshot,
     snapshot_inputs=lambda m: ([tuple(op) for op in m.tma], list(m.bulk_committed)),
-    forms=_isa_forms(), writes_smem=frozenset({"load"}), fused={"wait_group": _group_fused})
+    forms=_isa_forms(), writes_smem=frozenset({"load"}), fused={"wait_group": group_fused})
 """The TMA engine's moves (`can_hold`, `tma_step`) are built-in movers of the machine: their
 numbers and names (`tma:load:t3`, `...:hold`) are part of the trace format."""
