@@ -76,9 +76,9 @@ from app.sim.machine import RUNNING, Machine
 from . import counterexample, expand, livelock, parallel, passes, shortest
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import LIVELOCK, Exploration, Found, Progress
+from .layout import F_STATUS
 from .memory import release_memory
 from .model import (
-    F_STATUS,
     Canonical,
     close,
     local_lines,

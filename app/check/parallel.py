@@ -34,7 +34,8 @@ from app.sim.machine import DEADLOCK, RUNNING
 from . import passes, shortest
 from .budget import Budget, CloseGuard, Limits, Stop
 from .graph import Exploration, Progress
-from .model import F_STATUS, pending_total
+from .layout import F_STATUS
+from .model import pending_total
 from .parallel_helper import expand, helper
 
 CHUNK = 48
