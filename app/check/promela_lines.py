@@ -22,12 +22,31 @@ class Lines:
         code.ub(f"{n} > B_pend[{b}]", "over_arrival")
         code.add(f"B_pend[{b}] = B_pend[{b}] - {n}; complete_if_done({b});")
 
+    def _remote(self, code: Code, a: int, where: str, x: str) -> None:
+        """core.remote_access in a cluster: agent `a` reaching the barrier or stage `x` of a
+        CTA (`where`: BAR_CTA or STAGE_CTA) that has exited is undefined; the rest of the move
+        runs only while the status is still RUNNING."""
+        if self.program.cluster > 1:
+            code.add(f"remote_access({self.program.agents[a].cta}, {where}({x}));",
+                     f"if :: ST == {RUNNING} ->")
+            code.open += 1
+
+    def _tx_bytes(self, code: Code, a: int, node) -> tuple[str, str]:
+        """The barrier and byte count of an `expect_tx` or `complete_tx` line, checked as
+        sync's handlers check them (0..TX_LIMIT bytes, a valid barrier, then remote access)."""
+        bar, nbytes = node.args
+        b = self.index(code, a, bar)
+        n = self.t()
+        code.add(f"{n} = {self.expr(code, a, nbytes)};")
+        code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
+        self._valid(code, b)
+        code.add(f"init_known({a}, {b});")
+        self._remote(code, a, "BAR_CTA", b)
+        return b, n
+
     def _arrival(self, code: Code, a: int, b: str) -> None:
         """sync.arrival: the remote check, then `reuse_before_wait`."""
-        if self.program.cluster > 1:
-            code.add(f"remote_access({self.program.agents[a].cta}, BAR_CTA({b}));")
-            code.add(f"if :: ST == {RUNNING} ->")
-            code.open += 1
+        self._remote(code, a, "BAR_CTA", b)
         code.add(f"if :: !OBS[{b}] && B_valid[{b}] && B_phase[{b}] > 0 -> OBS[{b}] = 1; "
                  "DIAG(REUSE_BEFORE_WAIT) :: else -> skip fi;")
 
@@ -103,34 +122,14 @@ class Lines:
                  f"if :: !found -> tx_check({b}) :: else -> skip fi;")
 
     def _l_expect_tx(self, code, a, node):
-        bar, nbytes = node.args
-        b = self.index(code, a, bar)
-        n = self.t()
-        code.add(f"{n} = {self.expr(code, a, nbytes)};")
-        code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
-        self._valid(code, b)
-        code.add(f"init_known({a}, {b});")
-        if self.program.cluster > 1:
-            code.add(f"remote_access({self.program.agents[a].cta}, BAR_CTA({b}));",
-                     f"if :: ST == {RUNNING} ->")
-            code.open += 1
+        b, n = self._tx_bytes(code, a, node)
         code.add(f"touch({a}, {b});", f"LED[{b} * 3] = LED[{b} * 3] + {n};")
         code.ub(f"B_tx[{b}] + {n} > {TX_LIMIT}", "tx_overflow")
         code.add(f"B_tx[{b}] = B_tx[{b}] + {n}; complete_if_done({b});",
                  f"if :: !found -> tx_check({b}) :: else -> skip fi;")
 
     def _l_complete_tx(self, code, a, node):
-        bar, nbytes = node.args
-        b = self.index(code, a, bar)
-        n = self.t()
-        code.add(f"{n} = {self.expr(code, a, nbytes)};")
-        code.ub(f"!(0 <= {n} && {n} <= {TX_LIMIT})", "undefined_behavior")
-        self._valid(code, b)
-        code.add(f"init_known({a}, {b});")
-        if self.program.cluster > 1:
-            code.add(f"remote_access({self.program.agents[a].cta}, BAR_CTA({b}));",
-                     f"if :: ST == {RUNNING} ->")
-            code.open += 1
+        b, n = self._tx_bytes(code, a, node)
         code.add(f"LED[{b} * 3 + 1] = LED[{b} * 3 + 1] + {n};")
         code.ub(f"B_tx[{b}] - {n} < -{TX_LIMIT}", "tx_underflow")
         code.add(f"B_tx[{b}] = B_tx[{b}] - {n}; complete_if_done({b});",
@@ -275,10 +274,7 @@ class Lines:
         dest, stage_ref, tile_ref = node.args
         s = self.index(code, a, stage_ref)
         tile = self.index(code, a, tile_ref)
-        if self.program.cluster > 1:
-            code.add(f"remote_access({self.program.agents[a].cta}, STAGE_CTA({s}));",
-                     f"if :: ST == {RUNNING} ->")
-            code.open += 1
+        self._remote(code, a, "STAGE_CTA", s)
         okc, other, empty, unordered = self.t(), self.t(), self.t(), self.t()
         wk = self.wk
         code.add(f"{okc} = 0; {other} = 0; {empty} = 0; {unordered} = 0;",
@@ -306,10 +302,7 @@ class Lines:
         code.add(f"i3 = 0; do :: i3 < {nt} -> if :: OWED[{s} * {nt} + i3] != 0 && "
                  f"i3 != DENSE({tile}) -> DIAG(OVERWRITE); OWED[{s} * {nt} + i3] = 0 "
                  ":: else -> skip fi; i3++ :: else -> break od;")
-        if self.program.cluster > 1:
-            code.add(f"remote_access({self.program.agents[a].cta}, STAGE_CTA({s}));",
-                     f"if :: ST == {RUNNING} ->")
-            code.open += 1
+        self._remote(code, a, "STAGE_CTA", s)
         if self.stores_read:
             code.add(f"unread_by_store({s}, 0, NCHUNKS({s}));")
         code.add(f"i3 = 0; do :: i3 < NCHUNKS({s}) -> CH_tile[CHUNK_BASE({s}) + i3] = {tile};"

@@ -170,20 +170,27 @@ def _outcome(fn, r: list):
     return r, None
 
 
+def _programs() -> dict:
+    """Every catalogue scenario and every program of tests/sim/programs, by id."""
+    from pathlib import Path
+
+    from app.scenarios import catalogue, from_source
+
+    scenarios = dict(catalogue())
+    for path in sorted(Path("tests/sim/programs").glob("*.pipe")):
+        scenarios[path.stem] = from_source(path.read_text())
+    return scenarios
+
+
 def test_a_control_chain_walks_as_the_generic_loop():
     """AgentCode.chains: from every control node of every catalogue and test program, with
     registers drawn at random (overflows and divisions by zero included), the chain leaves the
     registers as the generic walk does, or fails with the same error at the same node."""
     import functools
     import random
-    from pathlib import Path
-
-    from app.scenarios import catalogue, from_source
 
     rng = random.Random(5)
-    scenarios = dict(catalogue())
-    for path in sorted(Path("tests/sim/programs").glob("*.pipe")):
-        scenarios[path.stem] = from_source(path.read_text())
+    scenarios = _programs()
     chains = 0
     for scenario in scenarios.values():
         for bug in [None, *scenario.bugs]:
@@ -213,14 +220,9 @@ def test_an_assign_lines_compiled_updates_are_its_updates():
     registers, gives the registers (or the error) of its updates run one by one."""
     import functools
     import random
-    from pathlib import Path
-
-    from app.scenarios import catalogue, from_source
 
     rng = random.Random(6)
-    scenarios = dict(catalogue())
-    for path in sorted(Path("tests/sim/programs").glob("*.pipe")):
-        scenarios[path.stem] = from_source(path.read_text())
+    scenarios = _programs()
     lines = 0
     for scenario in scenarios.values():
         machine = Machine(scenario.resolve({}, []))
