@@ -92,12 +92,21 @@ class Independence(Lookahead, PersistentSets):
         self.exit_mask = ((1 << (2 * ctas)) - 1) << self.xr_base
         self.inc_base = self.xw_base + ctas
         self.bar_mask = (1 << nb) - 1
-        """After the exit bits, one *tx* bit per barrier: a thread's `complete_tx` where the
-        phase cannot complete (arrivals are pending). Two of them commute (the tx-count and the
-        ledger only add); each conflicts with every other move on that barrier."""
+        """After the exit bits, one *add* bit per resource of the first run: a write that
+        commutes with every other add of that resource and conflicts with any other touch of
+        it. A barrier's add bit (its *tx* bit) is a `complete_tx` that cannot complete the
+        phase (a thread's, with arrivals pending; a landing, see `landing`): the tx-count and
+        the knowledge only add. A stage's and a naming's add bits are a landing's write of
+        chunks no other copy in flight writes, and the end of its copy."""
         self.agent_cta = machine.agent_cta
         self.barrier_arrays = {b.array for b in program.barriers}
         self.stage_arrays = {s.array for s in program.stages}
+        self.thread_tx = 0
+        """The barriers some thread's `mbarrier.complete_tx` line can name: there a phase may
+        complete with bytes no copy brings, so `PersistentSets.landings` keeps to the plain rule."""
+        for a in range(na):
+            for f in self._barrier_lines(a, frozenset({"complete_tx"})):
+                self.thread_tx |= f
         self.barrier_cta = tuple(b.cta for b in program.barriers)
         self.stage_cta = tuple(s.cta for s in program.stages)
         self.stage_bit = tuple(i if s.alias is None else s.alias[0]
@@ -184,9 +193,8 @@ class Independence(Lookahead, PersistentSets):
         rw = f & self.rw_mask
         xr = (f >> self.xr_base) & self.x_mask
         xw = (f >> self.xw_base) & self.x_mask
-        inc = (f >> self.inc_base) & self.bar_mask
-        return (rw | (xw << self.xr_base) | (xr << self.xw_base)
-                | ((rw & self.bar_mask) << self.inc_base) | inc)
+        inc = (f >> self.inc_base) & self.rw_mask
+        return rw | (xw << self.xr_base) | (xr << self.xw_base) | (rw << self.inc_base) | inc
 
     @staticmethod
     def _values(ref: Ref, r) -> list[int]:
@@ -211,13 +219,19 @@ class Independence(Lookahead, PersistentSets):
         return [ref.base + i + c * ref.size for c in ctas for i in indices]
 
     def _load_targets(self, line: Line, r, own: int) -> list[tuple[int, int]]:
+        """The (stage, barrier) pairs a load line can write and complete on. Where the stage
+        and the barrier are indexed by the same expression (`smem[i]`, `full_barrier[i]`),
+        they take the same value in every state, so they pair index by index."""
         dst, _offset, _src, _size, bar, multicast = line.args[:6]
-        stages, bars = self._values(dst, r), self._values(bar, r)
+        if r is None and _same_index(dst, bar):
+            pairs = list(zip(self._values(dst, None), self._values(bar, None), strict=True))
+        else:
+            pairs = [(s, b) for s in self._values(dst, r) for b in self._values(bar, r)]
         if multicast is None:
-            return [(s, b) for s in stages for b in bars]
+            return pairs
         _mask, _own, stage_size, bar_size = multicast
         return [(s + (c - _own) * stage_size, b + (c - _own) * bar_size)
-                for c in range(self.ctas) for s in stages for b in bars
+                for c in range(self.ctas) for s, b in pairs
                 if 0 <= s + (c - _own) * stage_size < len(self.stage_cta)
                 and 0 <= b + (c - _own) * bar_size < len(self.barrier_cta)]
 
@@ -333,14 +347,32 @@ class Independence(Lookahead, PersistentSets):
                     changed = True
         return (*future, 0)
 
-    def copy(self, op) -> int:
-        """What an in-flight load's moves (its landings and holds) touch."""
+    def copy(self, op, adds: bool = False, own_chunks: bool = False) -> int:
+        """What an in-flight load's moves (its landings and holds) touch. `adds`: its
+        landings cannot complete the barrier's phase (`landing`), so they only add to the
+        barrier and to the naming; `own_chunks` as well: no other copy in flight writes the
+        chunks it has left, so its writes add to the stage."""
         s, b = op[OP_STAGE], op[OP_BAR]
         c = self.stage_cta[s]
-        f = 1 << b | self._stage(s) | self._name(c, op[OP_TILE])
+        f = 1 << b | self._name(c, op[OP_TILE])
+        if adds:
+            f <<= self.inc_base
+            f |= self._stage(s) << self.inc_base if own_chunks else self._stage(s)
+        else:
+            f |= self._stage(s)
         if self.machine.agent_cta[op[OP_AGENT]] != c:
             f |= self._xr(c)
         return f
+
+
+def _same_index(x: Ref, y: Ref) -> bool:
+    """Whether `x` and `y` name the same index (and CTA) in every state: the same
+    expression, over arrays of one size (`_values` lists both in the same order)."""
+    if x.size != y.size or x.index.const is not None or x.index.code != y.index.code:
+        return False
+    if x.cta is None or y.cta is None:
+        return x.cta is None and y.cta is None
+    return x.ctas == y.ctas and x.cta.const is None and x.cta.code == y.cta.code
 
 
 __all__ = ["SUPPORTED", "Independence", "applies"]

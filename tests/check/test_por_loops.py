@@ -83,13 +83,14 @@ def test_a_persistent_pass_that_left_out_no_move_skips_the_second_pass(name):
     """Counted per state: a pass that never tried fewer moves than the full search would is
     that search (same states, costs and edges but exact self-loops), so its lengths and its
     livelock answer stand, even with a cycle in its graph (lone_poll); one that left a move
-    out (ring_skip_release_1) still runs the second pass."""
+    out (ring_skip_release_1; ring_poll_tx_long, since a wait takes the tiles of its own
+    stage only, app/check/por.py `_load_targets`) still runs the second pass."""
     cfg = dict(PROGRAMS)[name]
     out = Explorer(cfg, por_cycles=True).explore(BOUND)
     plain = Explorer(cfg, por=False).explore(BOUND)
     assert out.found and summary(out) == summary(plain), name
     assert all(out.is_shortest(kind) for kind in out.found)
-    if name == "ring_skip_release_1":
+    if name in ("ring_skip_release_1", "ring_poll_tx_long"):
         assert out.pruned_states > 0 and out.states > out.persistent_states
         return
     assert out.pruned_states == 0 and out.states == out.persistent_states == plain.states
