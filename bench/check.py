@@ -8,6 +8,7 @@ same run.
                                                     # S1-4 x T1-8, the CUTLASS WS pipelines
                                                     # (bench/pipelines/), beside SPIN, bounded by
                                                     # --cap-states, --cap-s and --budget
+    .venv/bin/python bench/check.py --suite --only cluster   # those rows only
 
     .venv/bin/python bench/check.py                 # issue 12's table and the S2 T4 toggles
     .venv/bin/python bench/check.py --grid full     # stages 1-4 x tiles 1-8 x consumers 1-4 x
@@ -355,8 +356,11 @@ def _first(ours: dict, theirs: dict) -> str:
     return "spin"
 
 
-def suite(ring: str, cap_states: int, cap_s: float, budget_s: float, use_spin: bool) -> None:
-    """Issue 19's table: every row beside SPIN on the exported model, in one run, bounded."""
+def suite(ring: str, cap_states: int, cap_s: float, budget_s: float, use_spin: bool,
+          only: str = "") -> None:
+    """Issue 19's table: every row beside SPIN on the exported model, in one run, bounded.
+    A row past the checker's cap skips the rest of its family; past SPIN's, the rest of the
+    family runs the checker alone. `only`: the rows whose label starts so."""
     print(f"the checker: POST /api/v1/check's search (stop_at_first; its time counts the "
           f"compile and the counterexample's trace), at most {cap_states:,} states or "
           f"{cap_s:g} s a row; python {sys.version.split()[0]}")
@@ -364,8 +368,11 @@ def suite(ring: str, cap_states: int, cap_s: float, budget_s: float, use_spin: b
     print(SUITE_HEADER)
     print("-" * len(SUITE_HEADER))
     capped: dict[str, str] = {}
+    spin_capped: dict[str, str] = {}
     began = time.perf_counter()
     for family, label, name, params, bugs in suite_rows(ring):
+        if only and not label.startswith(only):
+            continue
         if family in capped:
             print(f"{label:<34} skipped: {capped[family]}")
             continue
@@ -382,7 +389,9 @@ def suite(ring: str, cap_states: int, cap_s: float, budget_s: float, use_spin: b
                 f"{ours['states'] / max(ours['search_s'], 1e-9):>9,.0f} "
                 f"{ours['rss_mb']:>7.0f} | ")
         theirs = None
-        if use_spin:
+        if family in spin_capped:
+            line += f"skipped: {spin_capped[family]}"
+        elif use_spin:
             theirs = run_spin(load(name).resolve(params, bugs), timeout=cap_s)
             line += (f"{theirs['verdict']:<8} {theirs['states']:>11,} "
                      f"{theirs['generate_s'] + theirs['compile_s']:>8.2f} "
@@ -396,7 +405,7 @@ def suite(ring: str, cap_states: int, cap_s: float, budget_s: float, use_spin: b
         if ours["verdict"] == "inconclusive":
             capped[family] = f"{label} reached the checker's cap"
         elif theirs is not None and theirs["verdict"] in ("timeout", "limit"):
-            capped[family] = f"{label} reached SPIN's cap"
+            spin_capped[family] = f"{label} reached SPIN's cap"
     print(f"run: {time.perf_counter() - began:.0f} s")
 
 
@@ -467,6 +476,8 @@ def main() -> None:
                         help="--suite: seconds a row may take on either side")
     parser.add_argument("--budget", type=float, default=1800.0,
                         help="--suite: seconds for the whole run (later rows are skipped)")
+    parser.add_argument("--only", default="", metavar="PREFIX",
+                        help="--suite: only the rows whose label starts so (`cluster`, `ws_4x1`)")
     parser.add_argument("--clusters", action="store_true",
                         help="the cluster rows (cluster_multicast, CUTLASS's WS test), with the "
                              "partial-order reduction; with --unreduced also without it")
@@ -474,7 +485,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.suite:
         use = not args.no_spin and bool(shutil.which("spin") and shutil.which("gcc"))
-        suite(args.suite, args.cap_states, args.cap_s, args.budget, use)
+        suite(args.suite, args.cap_states, args.cap_s, args.budget, use, args.only)
         return
     if args.clusters:
         clusters(args.timeout, args.max_states, args.unreduced)
