@@ -95,9 +95,9 @@ class Independence(Lookahead, PersistentSets):
         """After the exit bits, one *add* bit per resource of the first run: a write that
         commutes with every other add of that resource and conflicts with any other touch of
         it. A barrier's add bit (its *tx* bit) is a `complete_tx` that cannot complete the
-        phase (a thread's, with arrivals pending; a landing, see `landing`): the tx-count and
-        the knowledge only add. A stage's and a naming's add bits are a landing's write of
-        chunks no other copy in flight writes, and the end of its copy."""
+        phase (a thread's, with arrivals pending; a landing, see `PersistentSets.landings`):
+        the tx-count and the knowledge only add. A stage's and a naming's add bits are a
+        landing's write of chunks no other copy in flight writes, and the end of its copy."""
         self.agent_cta = machine.agent_cta
         self.barrier_arrays = {b.array for b in program.barriers}
         self.stage_arrays = {s.array for s in program.stages}
@@ -349,9 +349,9 @@ class Independence(Lookahead, PersistentSets):
 
     def copy(self, op, adds: bool = False, own_chunks: bool = False) -> int:
         """What an in-flight load's moves (its landings and holds) touch. `adds`: its
-        landings cannot complete the barrier's phase (`landing`), so they only add to the
-        barrier and to the naming; `own_chunks` as well: no other copy in flight writes the
-        chunks it has left, so its writes add to the stage."""
+        landings cannot complete the barrier's phase (`PersistentSets.landings`), so they
+        only add to the barrier and to the naming; `own_chunks` as well: no other copy in
+        flight writes the chunks it has left, so its writes add to the stage."""
         s, b = op[OP_STAGE], op[OP_BAR]
         c = self.stage_cta[s]
         f = 1 << b | self._name(c, op[OP_TILE])

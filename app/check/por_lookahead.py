@@ -79,8 +79,7 @@ class Lookahead:
                     if len(bars) == 1:
                         b = bars[0]
                         points.append((b, _eval(node.args[2], regs), f, arrive, tx,
-                                       (f >> b | f >> (self.inc_base + b) | tx >> b) & 1,
-                                       pc))
+                                       (f >> b | tx >> b) & 1, pc))
                 f |= line
                 arrive |= self._line_barriers(a, pc, regs, ARRIVES)
                 tx |= self._line_barriers(a, pc, regs, TX_LINES)
